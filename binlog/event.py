@@ -1,0 +1,76 @@
+"""``Event``: one binlog event as it arrived (position, header, raw bytes), body decoded lazily."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from binlog.constants import CRC_LEN, HEADER_LEN, POST_HEADER_LEN_80
+from binlog.header import EventHeader
+
+
+@dataclass(slots=True)
+class FormatContext:
+    """What the current FORMAT_DESCRIPTION says about the events after it.
+
+    A fragment without an FDE is read as MySQL 8.0 with CRC32 (``DEFAULT_CONTEXT``).
+    """
+
+    checksum: bool = True
+    server_version: str = "8.0.32"
+    binlog_version: int = 4
+    post_header_len: bytes = POST_HEADER_LEN_80
+    source: str = "<bytes>"
+    # table_id -> decoded TABLE_MAP body, filled by whoever decodes table maps (rows need them).
+    table_maps: dict[int, Any] = field(default_factory=dict)
+
+    @property
+    def crc_len(self) -> int:
+        return CRC_LEN if self.checksum else 0
+
+
+class Event:
+    """One event: ``pos`` (offset in its file), ``header`` (EventHeader), ``raw`` (all its bytes,
+    header and CRC included). ``body`` is decoded on first access from ``payload``."""
+
+    __slots__ = ("pos", "header", "raw", "ctx", "_body")
+
+    def __init__(self, pos: int, header: EventHeader, raw: bytes, ctx: FormatContext) -> None:
+        self.pos = pos
+        self.header = header
+        self.raw = raw
+        self.ctx = ctx
+
+    @property
+    def type_code(self) -> int:
+        return self.header[1]
+
+    @property
+    def end_pos(self) -> int:
+        return self.pos + self.header[3]
+
+    @property
+    def payload(self) -> bytes:
+        """Post-header + body, without the common header and the CRC32 trailer."""
+        if self.header[1] == 15:  # an FDE always carries the 5 trailing bytes (alg + CRC)
+            return self.raw[HEADER_LEN:]
+        return self.raw[HEADER_LEN:len(self.raw) - self.ctx.crc_len]
+
+    @property
+    def body(self) -> Any:
+        try:
+            return self._body
+        except AttributeError:
+            from binlog.events import decode_body
+
+            self._body = decode_body(self.header[1], self.payload, self.ctx, offset=self.pos)
+            return self._body
+
+    def __repr__(self) -> str:
+        from binlog.constants import EventType
+
+        try:
+            name = EventType(self.header[1]).name
+        except ValueError:
+            name = f"type {self.header[1]}"
+        return f"<Event {name} at {self.pos}, {self.header[3]} bytes>"

@@ -1,0 +1,223 @@
+"""``read_events``: iterate the events of a binlog file, byte string or stream.
+
+Every event is checked as it is read (size, CRC32 when the FDE says so); bad input raises a typed
+``BinlogError`` naming the source and offset, never a silent stop. Event bytes are kept as they
+arrived; bodies are decoded only when asked (``Event.body``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from binlog.constants import (
+    BINLOG_MAGIC,
+    CRC_LEN,
+    HEADER_LEN,
+    MAX_EVENT_SIZE,
+    ChecksumAlg,
+    EventFlag,
+    EventType,
+)
+from binlog.errors import (
+    BadMagic,
+    ChecksumMismatch,
+    ImpossibleEventSize,
+    MalformedEvent,
+    TruncatedEvent,
+)
+from binlog.event import Event, FormatContext
+from binlog.header import HEADER_STRUCT, EventHeader
+
+Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
+
+_CHUNK = 1 << 22
+_FDE = EventType.FORMAT_DESCRIPTION
+# The shortest FDE: version(2) + server version(50) + created(4) + header len(1) + alg(1) + CRC(4).
+_MIN_FDE_SIZE = HEADER_LEN + 57 + 1 + CRC_LEN
+
+
+def fde_checksum_ok(raw: bytes) -> bool:
+    """The CRC32 of an FDE is computed with LOG_EVENT_BINLOG_IN_USE_F cleared."""
+    flags = int.from_bytes(raw[17:19], "little") & ~EventFlag.BINLOG_IN_USE
+    crc = zlib.crc32(raw[:17])
+    crc = zlib.crc32(flags.to_bytes(2, "little"), crc)
+    crc = zlib.crc32(raw[19:-CRC_LEN], crc)
+    return crc == int.from_bytes(raw[-CRC_LEN:], "little")
+
+
+def context_from_fde(raw: bytes, ctx: FormatContext, pos: int) -> FormatContext:
+    """Check an FDE and return the format it announces for the events after it."""
+    source = ctx.source
+    if len(raw) < _MIN_FDE_SIZE:
+        raise MalformedEvent(f"FORMAT_DESCRIPTION of {len(raw)} bytes is too short", source=source,
+                             offset=pos)
+    alg = raw[-CRC_LEN - 1]
+    if alg not in (ChecksumAlg.OFF, ChecksumAlg.CRC32):
+        raise MalformedEvent(f"unknown checksum algorithm {alg} in FORMAT_DESCRIPTION",
+                             source=source, offset=pos)
+    stored = raw[-CRC_LEN:]
+    # A writer with checksums off leaves the FDE's CRC field zero; anything else must match.
+    if (alg == ChecksumAlg.CRC32 or stored != b"\0\0\0\0") and not fde_checksum_ok(raw):
+        raise ChecksumMismatch("CRC32 mismatch in FORMAT_DESCRIPTION", source=source, offset=pos)
+    binlog_version = int.from_bytes(raw[19:21], "little")
+    server_version = raw[21:71].split(b"\0", 1)[0].decode("ascii", "replace")
+    header_len = raw[75]
+    if binlog_version != 4 or header_len != HEADER_LEN:
+        raise MalformedEvent(
+            f"unsupported binlog version {binlog_version} / header length {header_len}",
+            source=source, offset=pos)
+    return FormatContext(checksum=alg == ChecksumAlg.CRC32, server_version=server_version,
+                         binlog_version=binlog_version, post_header_len=bytes(raw[76:-CRC_LEN - 1]),
+                         source=source, table_maps=ctx.table_maps)
+
+
+def _source_name(source: Source, name: str | None) -> str:
+    if name:
+        return name
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    return getattr(source, "name", None) or "<bytes>"
+
+
+def read_events(
+    source: Source,
+    *,
+    start: int = 4,
+    follow: bool = False,
+    verify_checksum: bool = True,
+    poll_interval: float = 0.1,
+    should_stop: Callable[[], bool] | None = None,
+    name: str | None = None,
+    context: FormatContext | None = None,
+) -> Iterator[Event]:
+    """Yield every event of ``source`` from ``start`` (a position; 4 = first event).
+
+    ``source`` is a path, a bytes-like object or a binary stream. A fragment with no FDE is read as
+    MySQL 8.0 with CRC32 unless ``context`` says otherwise. Starting past 4 in a file, the FDE at 4
+    is read first (not yielded) so checksums are known. ``follow=True`` waits for a growing file
+    (polling every ``poll_interval`` s) until ``should_stop()`` is true or a ROTATE/STOP ends it.
+    """
+    src_name = _source_name(source, name)
+    ctx = context or FormatContext(source=src_name)
+    if context is not None and context.source != src_name:
+        ctx = FormatContext(ctx.checksum, ctx.server_version, ctx.binlog_version, ctx.post_header_len,
+                            src_name, ctx.table_maps)
+
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        yield from _parse(data, 0, lambda: b"", ctx, start, verify_checksum, False, 0, None)
+        return
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as fh:
+            if not follow:
+                size = os.fstat(fh.fileno()).st_size
+                if size == 0:
+                    raise BadMagic("empty file, no binlog magic", source=src_name, offset=0)
+                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                    yield from _parse(mm, 0, lambda: b"", ctx, start, verify_checksum, False, 0, None)
+                return
+            yield from _parse(b"", 0, lambda: fh.read(_CHUNK), ctx, start, verify_checksum, True,
+                              poll_interval, should_stop)
+        return
+    stream: BinaryIO = source
+    yield from _parse(b"", 0, lambda: stream.read(_CHUNK) or b"", ctx, start, verify_checksum, follow,
+                      poll_interval, should_stop)
+
+
+def _parse(data, base: int, read_more: Callable[[], bytes], ctx: FormatContext, start: int,
+           verify: bool, follow: bool, poll_interval: float,
+           should_stop: Callable[[], bool] | None) -> Iterator[Event]:
+    """The event loop over a growing buffer. ``data[i]`` is at file offset ``base + i``."""
+    source = ctx.source
+    unpack = HEADER_STRUCT.unpack_from
+    crc32 = zlib.crc32
+    new_header = tuple.__new__
+
+    def fill(data: bytes | mmap.mmap, off: int, base: int) -> tuple[bytes, int, int, bool]:
+        """Append more input; returns (data, off, base, got_more)."""
+        while True:
+            chunk = read_more()
+            if chunk:
+                return bytes(data[off:]) + chunk, 0, base + off, True
+            if not follow or (should_stop is not None and should_stop()):
+                return data, off, base, False
+            time.sleep(poll_interval)
+
+    off = 0
+    while len(data) - off < 4:
+        data, off, base, more = fill(data, off, base)
+        if not more:
+            raise BadMagic(f"{len(data)} bytes, shorter than the binlog magic", source=source, offset=0)
+    if data[0:4] != BINLOG_MAGIC:
+        raise BadMagic(f"bad magic {bytes(data[0:4]).hex()}", source=source, offset=0)
+    off = 4
+    skip_to = start if start > 4 else 0
+    if skip_to and not isinstance(data, (bytes, mmap.mmap)):
+        raise ValueError("start needs a path or bytes")
+
+    while True:
+        n = len(data)
+        while off + HEADER_LEN <= n:
+            h = unpack(data, off)
+            size = h[3]
+            pos = base + off
+            if size < HEADER_LEN or size > MAX_EVENT_SIZE:
+                raise ImpossibleEventSize(f"event size {size}", source=source, offset=pos)
+            end = off + size
+            if end > n:
+                break
+            raw = data[off:end]
+            if h[1] == _FDE:
+                ctx = context_from_fde(raw, ctx, pos) if verify else context_from_fde_unchecked(raw, ctx)
+            elif ctx.checksum:
+                if size < HEADER_LEN + CRC_LEN:
+                    raise ImpossibleEventSize(f"event size {size} leaves no room for its CRC32",
+                                              source=source, offset=pos)
+                if verify and crc32(raw[:-4]) != int.from_bytes(raw[-4:], "little"):
+                    raise ChecksumMismatch(f"CRC32 mismatch in event type {h[1]}", source=source,
+                                           offset=pos)
+            off = end
+            if skip_to:
+                if pos < skip_to and h[1] != _FDE and pos + size > skip_to:
+                    raise MalformedEvent(f"start position {skip_to} is inside an event", source=source,
+                                         offset=pos)
+                if pos < skip_to:
+                    continue
+                if pos > skip_to:
+                    # Jumped over the start: it was not an event boundary.
+                    raise MalformedEvent(f"start position {skip_to} is not an event boundary",
+                                         source=source, offset=pos)
+                skip_to = 0
+            yield Event(pos, new_header(EventHeader, h), raw, ctx)
+            if follow and h[1] in (EventType.ROTATE, EventType.STOP) and not h[5] & 0x20:
+                return
+        data, off, base, more = fill(data, off, base)
+        if not more:
+            if off < len(data):
+                raise TruncatedEvent(f"input ends {len(data) - off} bytes into an event",
+                                     source=source, offset=base + off)
+            if skip_to:
+                raise MalformedEvent(f"start position {skip_to} is past the end", source=source,
+                                     offset=base + off)
+            return
+
+
+def context_from_fde_unchecked(raw: bytes, ctx: FormatContext) -> FormatContext:
+    alg = raw[-CRC_LEN - 1]
+    return FormatContext(checksum=alg == ChecksumAlg.CRC32,
+                         server_version=raw[21:71].split(b"\0", 1)[0].decode("ascii", "replace"),
+                         post_header_len=bytes(raw[76:-CRC_LEN - 1]), source=ctx.source,
+                         table_maps=ctx.table_maps)
+
+
+def read_all(source: Source, **kwargs) -> list[Event]:
+    """All events of a finite source, as a list (for tests and small files)."""
+    return list(read_events(source, **kwargs))
+
+
+__all__ = ["read_events", "read_all", "context_from_fde", "fde_checksum_ok"]
