@@ -31,28 +31,36 @@ class FormatContext:
 
 class Event:
     """One event: ``pos`` (offset in its file), ``header`` (EventHeader), ``raw`` (all its bytes,
-    header and CRC included). ``body`` is decoded on first access from ``payload``."""
+    header and CRC included). ``body`` is decoded on first access from ``payload``.
 
-    __slots__ = ("pos", "header", "raw", "ctx", "_body")
+    ``h`` is the header as a plain tuple (timestamp, type_code, server_id, event_size, log_pos,
+    flags): hot loops index it; ``header`` names the fields.
+    """
 
-    def __init__(self, pos: int, header: EventHeader, raw: bytes, ctx: FormatContext) -> None:
+    __slots__ = ("pos", "h", "raw", "ctx", "_body")
+
+    def __init__(self, pos: int, h: tuple, raw: bytes, ctx: FormatContext) -> None:
         self.pos = pos
-        self.header = header
+        self.h = h
         self.raw = raw
         self.ctx = ctx
 
     @property
+    def header(self) -> EventHeader:
+        return EventHeader._make(self.h)
+
+    @property
     def type_code(self) -> int:
-        return self.header[1]
+        return self.h[1]
 
     @property
     def end_pos(self) -> int:
-        return self.pos + self.header[3]
+        return self.pos + self.h[3]
 
     @property
     def payload(self) -> bytes:
         """Post-header + body, without the common header and the CRC32 trailer."""
-        if self.header[1] == 15:  # an FDE always carries the 5 trailing bytes (alg + CRC)
+        if self.h[1] == 15:  # an FDE always carries the 5 trailing bytes (alg + CRC)
             return self.raw[HEADER_LEN:]
         return self.raw[HEADER_LEN:len(self.raw) - self.ctx.crc_len]
 
@@ -63,14 +71,14 @@ class Event:
         except AttributeError:
             from binlog.events import decode_body
 
-            self._body = decode_body(self.header[1], self.payload, self.ctx, offset=self.pos)
+            self._body = decode_body(self.h[1], self.payload, self.ctx, offset=self.pos)
             return self._body
 
     def __repr__(self) -> str:
         from binlog.constants import EventType
 
         try:
-            name = EventType(self.header[1]).name
+            name = EventType(self.h[1]).name
         except ValueError:
-            name = f"type {self.header[1]}"
-        return f"<Event {name} at {self.pos}, {self.header[3]} bytes>"
+            name = f"type {self.h[1]}"
+        return f"<Event {name} at {self.pos}, {self.h[3]} bytes>"

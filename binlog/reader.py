@@ -31,7 +31,7 @@ from binlog.errors import (
     TruncatedEvent,
 )
 from binlog.event import Event, FormatContext
-from binlog.header import HEADER_STRUCT, EventHeader
+from binlog.header import HEADER_STRUCT
 
 Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
 
@@ -39,6 +39,7 @@ _CHUNK = 1 << 22
 _FDE = EventType.FORMAT_DESCRIPTION
 # The shortest FDE: version(2) + server version(50) + created(4) + header len(1) + alg(1) + CRC(4).
 _MIN_FDE_SIZE = HEADER_LEN + 57 + 1 + CRC_LEN
+_CRC_RESIDUE = 0x2144DF1C
 
 
 def fde_checksum_ok(raw: bytes) -> bool:
@@ -136,7 +137,6 @@ def _parse(data, base: int, read_more: Callable[[], bytes], ctx: FormatContext, 
     source = ctx.source
     unpack = HEADER_STRUCT.unpack_from
     crc32 = zlib.crc32
-    new_header = tuple.__new__
 
     def fill(data: bytes | mmap.mmap, off: int, base: int) -> tuple[bytes, int, int, bool]:
         """Append more input; returns (data, off, base, got_more)."""
@@ -160,41 +160,46 @@ def _parse(data, base: int, read_more: Callable[[], bytes], ctx: FormatContext, 
     if skip_to and not isinstance(data, (bytes, mmap.mmap)):
         raise ValueError("start needs a path or bytes")
 
+    fde_type = int(_FDE)
+    header_len = HEADER_LEN
+    max_size = MAX_EVENT_SIZE
+    stop_types = (int(EventType.ROTATE), int(EventType.STOP))
     while True:
         n = len(data)
-        while off + HEADER_LEN <= n:
+        checksum = verify and ctx.checksum
+        while off + header_len <= n:
             h = unpack(data, off)
             size = h[3]
-            pos = base + off
-            if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-                raise ImpossibleEventSize(f"event size {size}", source=source, offset=pos)
+            if size < header_len or size > max_size:
+                raise ImpossibleEventSize(f"event size {size}", source=source, offset=base + off)
             end = off + size
             if end > n:
                 break
             raw = data[off:end]
-            if h[1] == _FDE:
-                ctx = context_from_fde(raw, ctx, pos) if verify else context_from_fde_unchecked(raw, ctx)
-            elif ctx.checksum:
-                if size < HEADER_LEN + CRC_LEN:
+            if h[1] == fde_type:
+                ctx = context_from_fde(raw, ctx, base + off) if verify else context_from_fde_unchecked(raw, ctx)
+                checksum = verify and ctx.checksum
+            elif checksum and crc32(raw) != _CRC_RESIDUE:
+                # crc32(event + its CRC32) is a constant when the stored CRC is right.
+                if size < header_len + CRC_LEN:
                     raise ImpossibleEventSize(f"event size {size} leaves no room for its CRC32",
-                                              source=source, offset=pos)
-                if verify and crc32(raw[:-4]) != int.from_bytes(raw[-4:], "little"):
-                    raise ChecksumMismatch(f"CRC32 mismatch in event type {h[1]}", source=source,
-                                           offset=pos)
+                                              source=source, offset=base + off)
+                raise ChecksumMismatch(f"CRC32 mismatch in event type {h[1]}", source=source,
+                                       offset=base + off)
+            pos = base + off
             off = end
             if skip_to:
-                if pos < skip_to and h[1] != _FDE and pos + size > skip_to:
+                if pos < skip_to and h[1] != fde_type and pos + size > skip_to:
                     raise MalformedEvent(f"start position {skip_to} is inside an event", source=source,
                                          offset=pos)
                 if pos < skip_to:
                     continue
                 if pos > skip_to:
-                    # Jumped over the start: it was not an event boundary.
                     raise MalformedEvent(f"start position {skip_to} is not an event boundary",
                                          source=source, offset=pos)
                 skip_to = 0
-            yield Event(pos, new_header(EventHeader, h), raw, ctx)
-            if follow and h[1] in (EventType.ROTATE, EventType.STOP) and not h[5] & 0x20:
+            yield Event(pos, h, raw, ctx)
+            if follow and h[1] in stop_types and not h[5] & 0x20:
                 return
         data, off, base, more = fill(data, off, base)
         if not more:
