@@ -1,6 +1,29 @@
 """Per-DN extraction (DESIGN.md §3, reference §4.1–§4.2).
 
-Will own: DN sources (binlog directories, follow mode, live DNs over the replication protocol),
-transaction assembly, XID/branch keys, trace ids, vtso generation and the Sorter (first-level sort
-that repairs 2PC holes). Public interface: ``extract(dn) -> Iterator[DnTxn]`` in ascending vtso.
+DN sources (binlog directories, follow mode), transaction assembly, XID/branch keys, trace ids,
+vtso generation and the Sorter (first-level sort that repairs 2PC holes).
+Public interface: ``extract(dn) -> Iterator[DnTxn]`` in ascending vtso.
 """
+
+from extractor.errors import (
+    BadXid,
+    CommitWithoutPrepare,
+    DuplicateTransaction,
+    OrderingError,
+    OrphanCommitTso,
+    TraceIdRegression,
+    UnexpectedEvent,
+    UnfinishedTransaction,
+)
+from extractor.extract import extract
+from extractor.model import Block, DnTxn, Pos, TxnKind
+from extractor.sorter import Sorter
+from extractor.source import BytesSource, DirSource, DnSource, list_binlog_files
+from extractor.vtso import VtsoState, storage_sequence, storage_sequences, vtso_for_commit
+
+__all__ = [
+    "BadXid", "Block", "BytesSource", "CommitWithoutPrepare", "DirSource", "DnSource", "DnTxn",
+    "DuplicateTransaction", "OrderingError", "OrphanCommitTso", "Pos", "Sorter", "TraceIdRegression",
+    "TxnKind", "UnexpectedEvent", "UnfinishedTransaction", "VtsoState", "extract", "list_binlog_files",
+    "storage_sequence", "storage_sequences", "vtso_for_commit",
+]

@@ -1,0 +1,456 @@
+"""Per-DN transaction assembly (reference §4.1) feeding the Sorter (§4.2).
+
+The state machine follows the CDC's ``TransactionBufferEventFilter`` + ``Transaction``:
+
+* ``XA START`` / ``BEGIN`` open a transaction (a PreWrite sort item); a new start while one is open
+  is an error. ``XA END`` does nothing. ``XA_PREPARE`` one_phase=0 leaves it prepared;
+  one_phase=1 commits it at once as a local, non-TSO transaction.
+* A commit TSO is remembered from a GCN with ``flags & 0x04``, a SEQUENCE of type COMMIT or the
+  ``Q_LIZARD_COMMIT_GCN`` status variable of the ``XA COMMIT``; it applies to the next XA COMMIT
+  and is reset by every XA START / BEGIN and after each commit / rollback.
+* ``XA COMMIT xid`` commits the prepared branch (a TSO transaction iff a commit TSO is pending),
+  ``XID`` / ``COMMIT`` the open local one, ``XA ROLLBACK xid`` rolls it back (it still takes a vtso
+  and moves the Sorter's watermark). A QUERY outside any transaction is a physical-DDL pseudo
+  transaction. GTID, consensus and other events are skipped.
+* Trace ids per table-map block (§2); rows on ``__cdc__*`` system tables make heartbeat, DDL-mark
+  and instruction transactions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+
+from binlog import Event
+from binlog.constants import EventType, GcnFlag, SequenceType
+from extractor import decode
+from extractor.errors import (
+    BadXid,
+    CommitWithoutPrepare,
+    DuplicateTransaction,
+    OrderingError,
+    OrphanCommitTso,
+    TraceIdRegression,
+    UnexpectedEvent,
+    UnfinishedTransaction,
+)
+from extractor.model import Block, DnTxn, Pos, TxnKind
+from extractor.sorter import Sorter, SorterError
+from extractor.trace import fake_trace_id, parse_hint, reduce_hint
+from extractor.vtso import NO_STORAGE_SEQ, VtsoState, storage_sequence, vtso_for_commit
+from extractor.xid import branch_key, is_cdc_single, is_valid, parse, storage_hash
+
+log = logging.getLogger(__name__)
+
+ROWS_TYPES = frozenset({23, 24, 25, 30, 31, 32})
+_WRITE_ROWS = (23, 30)
+_QUERY, _XID, _TABLE_MAP, _ROWS_QUERY = 2, 16, 19, 29
+_XA_PREPARE, _SEQUENCE, _GCN = 38, 80, 105
+# Row events we cannot pass through: dropping them would lose data silently.
+_UNSUPPORTED = {int(EventType.PARTIAL_UPDATE_ROWS): "PARTIAL_UPDATE_ROWS (binlog_row_value_options)",
+                int(EventType.TRANSACTION_PAYLOAD): "TRANSACTION_PAYLOAD (binlog_transaction_compression)"}
+# Tables whose rows never reach the output (reference §1.4). __drds_global_tx_log (legacy
+# non-lizard TSO) is dropped too: this project reads lizard DNs only.
+_DROPPED_TABLES = frozenset({"__drds_redo_log", "polarx_global_trx_log", "__drds_global_tx_log"})
+_SYS_SCHEMA_PREFIX = "__cdc__"
+_HEARTBEAT_TABLE = "__cdc_heartbeat__"
+_MARK_TABLES = {"__cdc_ddl_record__": TxnKind.DDL_MARK, "__cdc_instruction__": TxnKind.INSTRUCTION}
+WARN_INTERVAL = 10.0
+
+
+class Assembler:
+    """Turns one DN's events into committed ``DnTxn``s, released in ascending vtso.
+
+    ``feed(file, events)`` yields what each commit releases; ``finish()`` ends a finite input.
+    ``strict=False`` downgrades "commit with no prepare" to a warning (a start mid-stream).
+    """
+
+    def __init__(self, dn_id: str, *, storage_seq: str | None = None, state: VtsoState | None = None,
+                 strict: bool = True, warn_interval: float = WARN_INTERVAL) -> None:
+        self.dn = dn_id
+        self.dn_hash = storage_hash(dn_id)
+        self.storage_seq = storage_seq or storage_sequence(dn_id)
+        self.state = state or VtsoState()
+        self.strict = strict
+        self.sorter = Sorter()
+        self.by_xid: dict[str, DnTxn] = {}      # XA branches started and not yet ended
+        self.cur: DnTxn | None = None           # the transaction events are being written to
+        self.ignoring = False                    # cur is an ignored XA (format id not 1/3, single group)
+        self.pending_tso = -1                    # commit TSO waiting for its XA COMMIT
+        self.pending_at: Pos | None = None
+        self.warn_interval = warn_interval
+        self._last_warn = time.monotonic()
+        self._reset_trace()
+        self.file = ""
+
+    # -- trace state of the current transaction (Transaction.processEvent_0) ----------------------
+    def _reset_trace(self) -> None:
+        self.block: Block | None = None          # where the next rows event goes (fast path)
+        self.route: dict[int, tuple[Block, TxnKind | None] | None] | None = None
+        self.sys = False                         # a __cdc__ table was touched: user rows dropped
+        self.next_trace: str | None = None
+        self.last_trace: str | None = None
+        self.hint_text: str | None = None
+        self.hint_event: Event | None = None
+
+    def _error(self, cls: type[OrderingError], msg: str, offset: int | None, file: str | None = None):
+        return cls(msg, dn=self.dn, file=file or self.file, offset=offset)
+
+    # -- the event loop ---------------------------------------------------------------------------
+    def feed(self, file: str, events: Iterable[Event]) -> Iterator[DnTxn]:
+        """Assemble ``events`` of ``file``; yields the transactions each commit releases."""
+        self.file = file
+        rows_types = ROWS_TYPES
+        for ev in events:
+            t = ev.h[1]
+            if t in rows_types:
+                blk = self.block
+                if blk is not None and self.route is None:
+                    blk.events.append(ev)
+                else:
+                    self._rows_slow(ev, t)
+                continue
+            if t == _TABLE_MAP:
+                self._table_map(ev)
+            elif t == _ROWS_QUERY:
+                self._rows_query(ev)
+            elif t == _GCN:
+                flags, value = decode.gcn(ev.raw, ev.ctx.crc_len)
+                if flags & GcnFlag.HAVE_COMMITTED_SEQ:
+                    if value is None:
+                        raise self._error(UnexpectedEvent, f"GCN with flags {flags:#x} carries no gcn", ev.pos)
+                    self._commit_tso(value, ev)
+            elif t == _QUERY:
+                released = self._query(ev)
+                if released:
+                    yield from released
+            elif t == _XID:
+                released = self._commit_local(ev)
+                if released:
+                    yield from released
+            elif t == _XA_PREPARE:
+                released = self._xa_prepare(ev)
+                if released:
+                    yield from released
+            elif t == _SEQUENCE:
+                kind, value = decode.sequence(ev.raw, ev.ctx.crc_len)
+                if kind == SequenceType.COMMIT:
+                    self._commit_tso(value, ev)
+            elif t in _UNSUPPORTED:
+                raise self._error(UnexpectedEvent, f"{_UNSUPPORTED[t]} cannot be passed through", ev.pos)
+            # Anything else (FDE, GTID, consensus 101-104, ROTATE, …) is not in the accept set.
+
+    def finish(self) -> None:
+        """End of a finite input: a pending commit TSO is an error; open prepares are reported."""
+        if self.pending_tso >= 0:
+            at = self.pending_at
+            raise OrphanCommitTso(f"commit TSO {self.pending_tso} is followed by no XA COMMIT (end of input)",
+                                  dn=self.dn, file=at.file, offset=at.offset)
+        if self.cur is not None:
+            log.warning("DN %s: transaction started at %s is unfinished at the end of the input; held",
+                        self.dn, self.cur.start)
+        held = self.sorter.open_keys()
+        if held:
+            oldest = self.sorter.trans[held[0]]
+            log.warning("DN %s: %d transaction(s) prepared and never committed at the end of the input "
+                        "(held, not emitted; oldest %s at %s); %d committed after it held too",
+                        self.dn, len(held), oldest.xid, oldest.start, len(self.sorter.heap))
+
+    def warn_held(self) -> None:
+        """Every ``warn_interval`` s while a prepare blocks release: log its XID and age."""
+        now = time.monotonic()
+        if now - self._last_warn < self.warn_interval:
+            return
+        self._last_warn = now
+        oldest = self.sorter.oldest_open()
+        if oldest is not None and now - oldest.opened_at >= self.warn_interval:
+            log.warning("DN %s: prepare %s (at %s) not committed for %.0f s; %d committed txn(s) held behind it",
+                        self.dn, oldest.xid or "(local)", oldest.start, now - oldest.opened_at,
+                        len(self.sorter.heap))
+
+    # -- commit TSO -------------------------------------------------------------------------------
+    def _commit_tso(self, value: int, ev: Event) -> None:
+        if self.pending_tso >= 0:
+            at = self.pending_at
+            raise OrphanCommitTso(f"commit TSO {self.pending_tso} is followed by no XA COMMIT "
+                                  f"(another commit TSO {value} at {self.file}:{ev.pos})",
+                                  dn=self.dn, file=at.file, offset=at.offset)
+        self.pending_tso = value
+        self.pending_at = Pos(self.file, ev.pos)
+
+    def _take_tso(self) -> int:
+        value, self.pending_tso, self.pending_at = self.pending_tso, -1, None
+        return value
+
+    # -- QUERY: XA START / BEGIN / XA END / XA COMMIT / COMMIT / XA ROLLBACK / DDL -----------------
+    def _query(self, ev: Event) -> list[DnTxn] | None:
+        raw = ev.raw
+        crc = ev.ctx.crc_len
+        phl = ev.ctx.post_header_len[_QUERY - 1] if len(ev.ctx.post_header_len) >= _QUERY else 13
+        _, _, q = decode.query_parts(raw, crc, phl)
+        head = bytes(raw[q:q + 11])
+        if head.startswith(b"XA START"):
+            self._start(ev, decode.query_text(raw, crc, phl)[1][8:].strip())
+            return None
+        if head.startswith(b"BEGIN"):
+            self._start(ev, None)
+            return None
+        if head.startswith(b"XA END"):
+            return None
+        if head.startswith(b"XA COMMIT"):
+            gcn = decode.lizard_commit_gcn(raw, crc, phl)
+            if gcn is not None:
+                if self.pending_tso >= 0 and self.pending_tso != gcn:
+                    raise self._error(OrphanCommitTso, f"commit TSO {self.pending_tso} is followed by an "
+                                      f"XA COMMIT carrying another ({gcn})", self.pending_at.offset,
+                                      self.pending_at.file)
+                self.pending_tso = gcn
+            return self._commit_xa(ev, decode.query_text(raw, crc, phl)[1][9:].strip())
+        if head.startswith(b"COMMIT"):
+            return self._commit_local(ev)
+        if head.startswith(b"XA ROLLBACK"):
+            return self._rollback(ev, decode.query_text(raw, crc, phl)[1][11:].strip())
+        if self.ignoring:
+            return None
+        db, sql = decode.query_text(raw, crc, phl)
+        if self.cur is not None:
+            if sql[:9].lower() == "savepoint":
+                return None
+            raise self._error(UnexpectedEvent, f"statement inside a row-format transaction: {sql[:80]!r}",
+                              ev.pos)
+        if self.pending_tso >= 0:
+            raise self._error(OrphanCommitTso, f"commit TSO {self.pending_tso} is followed by a DDL, "
+                              "not an XA COMMIT", self.pending_at.offset, self.pending_at.file)
+        start = Pos(self.file, ev.pos)
+        txn = DnTxn(TxnKind.PHYSICAL_DDL, self.dn, 0, self.dn_hash, start, query=ev, db=db, sql=sql,
+                    opened_at=time.monotonic())
+        self.sorter.prewrite(start, txn)
+        return self._commit(txn, start, None, ev)
+
+    def _start(self, ev: Event, xid: str | None) -> None:
+        if self.cur is not None or self.ignoring:
+            what = self.cur.start if self.cur is not None else "an ignored XA"
+            raise self._error(UnfinishedTransaction, f"new transaction starts while the one at {what} "
+                              "is not finished", ev.pos)
+        self.pending_tso, self.pending_at = -1, None
+        self._reset_trace()
+        start = Pos(self.file, ev.pos)
+        if xid is None:
+            txn = DnTxn(TxnKind.DML, self.dn, 0, self.dn_hash, start, opened_at=time.monotonic())
+            self.sorter.prewrite(start, txn)
+            self.cur = txn
+            return
+        if not is_valid(xid):
+            self.ignoring = True  # the CDC ignores format ids other than 1 / 3 entirely
+            return
+        try:
+            x = parse(xid)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise self._error(BadXid, f"cannot decode xid {xid!r}: {exc}", ev.pos) from None
+        if is_cdc_single(x.group):
+            self.ignoring = True
+            return
+        if xid in self.by_xid:
+            raise self._error(DuplicateTransaction, f"xid {xid} started again while open since "
+                              f"{self.by_xid[xid].start}", ev.pos)
+        txn = DnTxn(TxnKind.DML, self.dn, x.txn_id, branch_key(self.dn_hash, x.group), start, xid=xid,
+                    archive=x.archive, opened_at=time.monotonic())
+        try:
+            self.sorter.prewrite(xid, txn)
+        except SorterError as exc:
+            raise self._error(DuplicateTransaction, str(exc), ev.pos) from None
+        self.by_xid[xid] = txn
+        self.cur = txn
+
+    def _xa_prepare(self, ev: Event) -> list[DnTxn] | None:
+        one_phase = ev.raw[19] != 0
+        if self.ignoring:
+            self.ignoring = False
+            if one_phase:
+                self.pending_tso, self.pending_at = -1, None
+            return None
+        txn = self.cur
+        if txn is None or txn.xid is None:
+            raise self._error(UnexpectedEvent, "XA_PREPARE with no XA transaction open", ev.pos)
+        self.cur = None
+        if not one_phase:
+            return None
+        # One phase: a local, non-TSO commit (the CDC avoids disorder against non-TSO txns).
+        self.pending_tso, self.pending_at = -1, None
+        del self.by_xid[txn.xid]
+        return self._commit(txn, txn.xid, None, ev)
+
+    def _commit_xa(self, ev: Event, xid: str) -> list[DnTxn] | None:
+        tso = self._take_tso()
+        txn = self.by_xid.pop(xid, None)
+        if txn is None:
+            if not is_valid(xid):
+                return None  # an ignored transaction's commit
+            try:
+                if is_cdc_single(parse(xid).group):
+                    return None
+            except (ValueError, UnicodeDecodeError):
+                pass
+            if self.strict:
+                raise self._error(CommitWithoutPrepare, f"XA COMMIT {xid} with no prepare", ev.pos)
+            log.warning("DN %s: %s:%d: XA COMMIT %s with no prepare (skipped, non-strict)",
+                        self.dn, self.file, ev.pos, xid)
+            return None
+        if txn is self.cur:
+            self.cur = None
+        return self._commit(txn, xid, tso if tso > 0 else None, ev)
+
+    def _commit_local(self, ev: Event) -> list[DnTxn] | None:
+        self.pending_tso, self.pending_at = -1, None  # a non-XA commit is never a TSO transaction
+        txn = self.cur
+        if txn is None:
+            if self.ignoring:
+                return None
+            if self.strict:
+                raise self._error(CommitWithoutPrepare, "commit (XID/COMMIT) with no open transaction", ev.pos)
+            log.warning("DN %s: %s:%d: commit with no open transaction (skipped)", self.dn, self.file, ev.pos)
+            return None
+        self.cur = None
+        key = txn.start
+        if txn.xid is not None:
+            self.by_xid.pop(txn.xid, None)
+            key = txn.xid
+        return self._commit(txn, key, None, ev)
+
+    def _rollback(self, ev: Event, xid: str) -> list[DnTxn] | None:
+        self.pending_tso, self.pending_at = -1, None
+        txn = self.by_xid.pop(xid, None)
+        if txn is None:
+            if is_valid(xid):
+                log.warning("DN %s: %s:%d: XA ROLLBACK %s of no known transaction", self.dn, self.file,
+                            ev.pos, xid)
+            return None
+        if txn is self.cur:
+            self.cur = None
+        txn.kind = TxnKind.ROLLBACK
+        txn.blocks = []
+        txn.end = Pos(self.file, ev.pos + ev.h[3])
+        txn.vtso = vtso_for_commit(self.state, None, txn.txn_id, self.storage_seq)
+        self.sorter.rollback(xid, txn.vtso)
+        return self._release()
+
+    def _commit(self, txn: DnTxn, key, commit_tso: int | None, ev: Event) -> list[DnTxn] | None:
+        txn.end = Pos(self.file, ev.pos + ev.h[3])
+        storage = NO_STORAGE_SEQ if txn.kind in (TxnKind.DDL_MARK, TxnKind.INSTRUCTION) else self.storage_seq
+        txn.vtso = vtso_for_commit(self.state, commit_tso, txn.txn_id, storage)
+        txn.tso = commit_tso
+        self.sorter.commit(key, txn.vtso)
+        return self._release()
+
+    def _release(self) -> list[DnTxn] | None:
+        out = self.sorter.release()
+        if self.sorter.items and now_due(self._last_warn, self.warn_interval):
+            self.warn_held()
+        if not out:
+            return None
+        # Empty DML transactions (only filtered or system tables) are dropped after the sort, as
+        # the CDC's RebuildEventLogFilter does; they still took their vtso.
+        return [t for t in out if t.blocks or t.kind is not TxnKind.DML]
+
+    # -- rows-query, table map, rows --------------------------------------------------------------
+    def _rows_query(self, ev: Event) -> None:
+        txn = self.cur
+        if txn is None or self.ignoring:
+            return
+        text = decode.rows_query_text(ev.raw, ev.ctx.crc_len)
+        parsed = parse_hint(text)
+        if parsed is not None:
+            self.next_trace = parsed[0]
+            if parsed[1] is not None:
+                txn.server_id = parsed[1]
+        self.hint_text = text
+        self.hint_event = ev
+
+    def _table_map(self, ev: Event) -> None:
+        if self.ignoring:
+            return
+        txn = self.cur
+        if txn is None:
+            raise self._error(UnexpectedEvent, "TABLE_MAP outside a transaction", ev.pos)
+        phl = ev.ctx.post_header_len
+        tid_len = 4 if len(phl) >= _TABLE_MAP and phl[_TABLE_MAP - 1] == 6 else 6
+        table_id, db, table = decode.table_map_names(ev.raw, tid_len)
+        db_l, table_l = db.lower(), table.lower()
+        if db_l.startswith(_SYS_SCHEMA_PREFIX):
+            self._system_table(ev, txn, table_id, db, table, db_l, table_l)
+            return
+        if table_l in _DROPPED_TABLES or self.sys:
+            self._drop_table(table_id)
+            return
+        # The trace id: the hint's, else the previous table map's, else a fake one (§2).
+        trace = self.next_trace
+        if trace is None:
+            trace = self.last_trace if self.last_trace is not None else fake_trace_id(
+                sum(len(b.events) for b in txn.blocks))
+        if self.last_trace is not None and trace < self.last_trace:
+            raise self._error(TraceIdRegression, f"trace id {trace} after {self.last_trace} in branch "
+                              f"{txn.xid or txn.start}", ev.pos)
+        self.last_trace, self.next_trace = trace, None
+        hint = self.hint_text
+        block = Block(trace, db, table, [ev], reduce_hint(hint) if hint else None, self.hint_event)
+        self.hint_text = self.hint_event = None
+        txn.blocks.append(block)
+        self.block = block
+        if self.route is not None:
+            self.route[table_id] = (block, None)
+
+    def _drop_table(self, table_id: int) -> None:
+        if self.route is None:
+            self.route = {}
+        self.route[table_id] = None
+        self.block = None
+
+    def _system_table(self, ev: Event, txn: DnTxn, table_id: int, db: str, table: str, db_l: str,
+                      table_l: str) -> None:
+        """A table of a ``__cdc__*`` schema: the CDC drops the transaction's user rows from here on
+        (``releaseTxnBuffer``); heartbeat rows mark a heartbeat; mark tables keep their block so the
+        shaper can read the DDL record / instruction row."""
+        if not self.sys:
+            self.sys = True
+            txn.blocks.clear()
+        self.hint_text = self.hint_event = None
+        if table_l == _HEARTBEAT_TABLE and not db_l.endswith("_single"):
+            txn.kind = TxnKind.HEARTBEAT
+            txn.blocks.clear()
+        mark = _MARK_TABLES.get(table_l)
+        if mark is None or txn.kind is TxnKind.HEARTBEAT:
+            self._drop_table(table_id)
+            return
+        block = Block(fake_trace_id(0), db, table, [ev])
+        txn.blocks.append(block)
+        if self.route is None:
+            self.route = {}
+        self.route[table_id] = (block, mark)
+        self.block = block
+
+    def _rows_slow(self, ev: Event, t: int) -> None:
+        if self.ignoring:
+            return
+        txn = self.cur
+        if txn is None:
+            raise self._error(UnexpectedEvent, "rows event outside a transaction", ev.pos)
+        route = self.route
+        if route is None:
+            raise self._error(UnexpectedEvent, "rows event before any TABLE_MAP", ev.pos)
+        phl = ev.ctx.post_header_len
+        tid_len = 4 if len(phl) >= t and phl[t - 1] == 6 else 6
+        table_id = decode.rows_table_id(ev.raw, tid_len)
+        if table_id not in route:
+            raise self._error(UnexpectedEvent, f"rows event for table id {table_id} with no TABLE_MAP", ev.pos)
+        target = route[table_id]
+        if target is None:
+            return
+        block, mark = target
+        block.events.append(ev)
+        if mark is not None and t in _WRITE_ROWS and txn.kind is not TxnKind.HEARTBEAT:
+            txn.kind = mark
+
+
+def now_due(last: float, interval: float) -> bool:
+    return time.monotonic() - last >= interval

@@ -1,0 +1,108 @@
+"""The extractor's output: ``DnTxn`` (one DN's committed transaction) and its ``Block``s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+from binlog import Event
+
+# vtso chars [38, 48) are the sequence; all zeros marks a TSO transaction (§3.1 isTsoPolicyTrans).
+ZERO_SEQ = "0000000000"
+
+
+class Pos(NamedTuple):
+    """A position in a DN's binlog: file name and byte offset."""
+
+    file: str
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.offset}"
+
+
+class TxnKind(StrEnum):
+    DML = "dml"
+    HEARTBEAT = "heartbeat"            # rows on __cdc_heartbeat__ in a __cdc__* schema (§4.4)
+    DDL_MARK = "ddl_mark"              # WRITE_ROWS into __cdc_ddl_record__ (§5.1)
+    INSTRUCTION = "instruction"        # WRITE_ROWS into __cdc_instruction__ (§5.1)
+    PHYSICAL_DDL = "physical_ddl"      # a QUERY outside any transaction (§4.1, §5.2)
+    ROLLBACK = "rollback"              # XA ROLLBACK: takes a vtso and moves W, never emitted
+
+
+@dataclass(slots=True)
+class Block:
+    """One TABLE_MAP and the rows events after it, moved as a unit by the trace merge (§2).
+
+    ``hint`` is the ``/*DRDS … */`` text of the ROWS_QUERY that preceded the table map (``None``
+    when there was none or it was compressed as a duplicate); ``rows_query`` is that event as read.
+    ``events`` holds the TABLE_MAP first, then its rows events, all as read (original bytes).
+    """
+
+    trace_id: str
+    db: str
+    table: str
+    events: list[Event]
+    hint: str | None = None
+    rows_query: Event | None = None
+
+    @property
+    def table_map(self) -> Event:
+        return self.events[0]
+
+    @property
+    def rows_events(self) -> list[Event]:
+        return self.events[1:]
+
+
+@dataclass(slots=True, eq=False)
+class DnTxn:
+    """A committed transaction (or XA branch) of one DN, in the DN's vtso order.
+
+    ``xid`` is the XA xid text (``X'…',X'…',fmt``) or ``None`` for a local transaction; ``branch``
+    is the partition key ``<javaHash(dn)>_<bqual>`` (§1.4); ``tso`` the commit TSO of a TSO
+    transaction, else ``None``. ``start`` is the position of the XA START / BEGIN / DDL query,
+    ``end`` the end of the event that committed it. ``query`` is the QUERY event of a physical
+    DDL, ``db``/``sql`` its default database and text.
+    """
+
+    kind: TxnKind
+    dn: str
+    txn_id: int
+    branch: str
+    start: Pos
+    xid: str | None = None
+    vtso: str = ""
+    end: Pos | None = None
+    tso: int | None = None
+    blocks: list[Block] = field(default_factory=list)
+    server_id: int | None = None
+    archive: bool = False
+    query: Event | None = None
+    db: str | None = None
+    sql: str | None = None
+    # Monotonic clock when the transaction was opened (for "prepare held for N s" warnings).
+    opened_at: float = 0.0
+
+    @property
+    def is_tso(self) -> bool:
+        """A TSO transaction: its vtso's sequence part is zero (§3.1)."""
+        return self.vtso[38:48] == ZERO_SEQ
+
+    @property
+    def actual_tso(self) -> str:
+        """The first 38 vtso chars (tso + txnId): the MergeBarrier join key (§4.3)."""
+        return self.vtso[:38]
+
+    def tables(self) -> list[tuple[str, str]]:
+        seen: dict[tuple[str, str], None] = {}
+        for b in self.blocks:
+            seen[(b.db, b.table)] = None
+        return list(seen)
+
+    def rows_event_count(self) -> int:
+        return sum(len(b.events) - 1 for b in self.blocks)
+
+    def event_count(self) -> int:
+        return sum(len(b.events) + (b.rows_query is not None) for b in self.blocks)

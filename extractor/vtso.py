@@ -1,0 +1,77 @@
+"""Virtual TSO (reference §3): 54 digits ``tso(19) txnId(19) seq(10) storageSeq(6)``.
+
+``vtso_for_commit`` is the one place a vtso is made (``Transaction.generateTSO``); ``VtsoState`` is
+the per-DN ``maxTso`` segment (``TsoSegment``) it advances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from extractor.xid import java_string_hash
+
+TSO_ZEROS = "0000000000000000"  # seq(10) + storageSeq(6) of a TSO transaction
+NO_STORAGE_SEQ = "000000"
+
+
+@dataclass(slots=True)
+class VtsoState:
+    """The DN's ``maxTso = (tso, txnId, sequence)``; persisted with restart positions."""
+
+    tso: int = 0
+    txn_id: int = 0
+    seq: int = 0
+
+    def try_set(self, tso: int, txn_id: int) -> None:
+        """Replace iff ``tso`` is larger, or equal with a larger txnId; the sequence restarts."""
+        if tso > self.tso:
+            self.tso, self.txn_id, self.seq = tso, txn_id, 0
+        elif tso == self.tso and txn_id > self.txn_id:
+            self.txn_id, self.seq = txn_id, 0
+
+
+def vtso_for_commit(state: VtsoState, commit_tso: int | None, txn_id: int, storage_seq: str) -> str:
+    """The vtso of a transaction at its commit (or rollback) in the DN's binlog order.
+
+    A TSO transaction (an XA COMMIT that saw a commit TSO) gets ``pad19(tso) + pad19(txnId)`` and
+    16 zeros — identical on every branch — and advances ``maxTso``. Anything else (1PC, one-phase
+    XA, XA without commit TSO, rollback, physical DDL) sorts right after the last TSO transaction
+    of this DN: ``maxTso.tso, maxTso.txnId, ++seq`` and ``storage_seq`` (pass ``"000000"`` for DDL
+    marks and instructions, as the CDC does).
+    """
+    if commit_tso is not None:
+        state.try_set(commit_tso, txn_id)
+        return f"{commit_tso:019d}{txn_id:019d}{TSO_ZEROS}"
+    state.seq += 1
+    return f"{state.tso:019d}{state.txn_id:019d}{state.seq:010d}{storage_seq}"
+
+
+def _storage_seq_of(text: str) -> str:
+    # abs(Objects.hash(id)) = abs(31 + id.hashCode()) in 32-bit ints, cut to its first 6 digits.
+    h = (31 + java_string_hash(text)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return str(abs(h))[:6].rjust(6, "0")
+
+
+def storage_sequence(dn_id: str) -> str:
+    """The DN's 6-digit storage sequence, stable per DN id (``StorageSequence``): the first 6
+    decimal digits of ``abs(Objects.hash(dn_id))``, left-padded. The CDC re-draws on a collision
+    between DNs with a random seed kept in its metadb; ``storage_sequences`` re-draws
+    deterministically instead."""
+    return _storage_seq_of(dn_id)
+
+
+def storage_sequences(dn_ids: Iterable[str]) -> dict[str, str]:
+    """Storage sequences for a set of DNs, distinct: on a collision the later DN (in the given
+    order) is re-hashed with the seeds ``#1``, ``#2``, … until its sequence is free."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for dn in dn_ids:
+        seq, n = _storage_seq_of(dn), 0
+        while seq in used or seq == NO_STORAGE_SEQ:
+            n += 1
+            seq = _storage_seq_of(f"{dn}#{n}")
+        out[dn] = seq
+        used.add(seq)
+    return out

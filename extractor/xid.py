@@ -1,0 +1,79 @@
+"""XA xid text → (txnId, branch) as the CDC derives them (reference §1.4, CN ``XAUtils``).
+
+The DN logs ``XA START X'<gtrid hex>',X'<bqual hex>',<formatId>``; gtrid is
+``drds-<hex txnId>@<hex primaryGroupUid>``, bqual ``<group>[@<readViewSeq>]``. Only format ids 1
+(NORMAL) and 3 (ARCHIVE) are CDC transactions; any other id makes the transaction ignored entirely.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+VALID_FORMAT_IDS = ("1", "3")
+ARCHIVE_FORMAT_ID = "3"
+CDC_SINGLE_GROUP = "__cdc___single_group"
+
+
+class Xid(NamedTuple):
+    txn_id: int
+    group: str        # decoded bqual, e.g. "BANK_P00000_GROUP" or "D1_P00000_GROUP@0000"
+    archive: bool
+
+
+def format_id(xid: str) -> str:
+    """The text after the last comma (``substringAfterLast(xid, ",")``)."""
+    i = xid.rfind(",")
+    return xid[i + 1:] if i >= 0 else ""
+
+
+def is_valid(xid: str) -> bool:
+    return format_id(xid) in VALID_FORMAT_IDS
+
+
+def _unwrap(part: str) -> str:
+    """``X'abcd'`` → ``abcd`` (LogEventUtil.unwrap)."""
+    part = part.strip()
+    b, e = 0, len(part)
+    if b < e and part[b] == "X":
+        b += 1
+    if b < e and part[b] == "'":
+        b += 1
+    if e > b and part[e - 1] == "'":
+        e -= 1
+    return part[b:e]
+
+
+def parse(xid: str) -> Xid:
+    """Decode a valid xid; raises ValueError when gtrid/bqual are not what the CN writes."""
+    gtrid_part, _, rest = xid.partition(",")
+    bqual_part = rest.partition(",")[0]
+    gtrid = bytes.fromhex(_unwrap(gtrid_part)).decode("utf-8")
+    # substring(len("drds-")) as the CDC does; then the part before '@' is the hex txnId.
+    txn_id = int(gtrid[5:].split("@")[0], 16)
+    if not 0 <= txn_id < 1 << 63:
+        raise ValueError(f"txnId {txn_id} out of range")
+    group = bytes.fromhex(_unwrap(bqual_part)).decode("utf-8")
+    return Xid(txn_id, group, format_id(xid) == ARCHIVE_FORMAT_ID)
+
+
+def is_cdc_single(group: str) -> bool:
+    return group.split("@", 1)[0].lower().startswith(CDC_SINGLE_GROUP)
+
+
+def java_string_hash(s: str) -> int:
+    """Java ``String.hashCode`` (UTF-16 code units, 32-bit signed overflow)."""
+    h = 0
+    data = s.encode("utf-16-le")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] | data[i + 1] << 8)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def storage_hash(dn_id: str) -> str:
+    """``String.valueOf(storageInstId.hashCode())``: the first half of every branch key."""
+    return str(java_string_hash(dn_id))
+
+
+def branch_key(dn_hash: str, group: str) -> str:
+    """Partition id of an XA branch: ``<storage hash>_<bqual>`` (TxnKeyBuilder)."""
+    return f"{dn_hash}_{group}"
