@@ -1,0 +1,51 @@
+"""The merger's output: ``GlobalTxn``, one whole transaction in global commit order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from extractor.model import Block, DnTxn, TxnKind
+
+
+@dataclass(slots=True, eq=False)
+class GlobalTxn:
+    """A transaction of the whole cluster: all its DN branches joined (§4.3).
+
+    ``blocks`` are the branches' table-map blocks merged by trace id (§2) for DML; for DDL marks
+    and instructions the first branch's blocks (every DN wrote the same row); empty for heartbeats.
+    ``branches`` are the ``DnTxn``s it came from, in merge order.
+    """
+
+    vtso: str
+    kind: TxnKind
+    blocks: list[Block]
+    branches: list[DnTxn] = field(default_factory=list)
+
+    @property
+    def tso(self) -> int | None:
+        return self.branches[0].tso if self.branches else None
+
+    @property
+    def is_tso(self) -> bool:
+        return self.vtso[38:48] == "0000000000"
+
+    @property
+    def server_id(self) -> int | None:
+        for b in self.branches:
+            if b.server_id is not None:
+                return b.server_id
+        return None
+
+    @property
+    def archive(self) -> bool:
+        return any(b.archive for b in self.branches)
+
+    @property
+    def dns(self) -> list[str]:
+        return [b.dn for b in self.branches]
+
+    def tables(self) -> list[tuple[str, str]]:
+        seen: dict[tuple[str, str], None] = {}
+        for b in self.blocks:
+            seen[(b.db, b.table)] = None
+        return list(seen)
