@@ -60,8 +60,8 @@ class Event:
     @property
     def payload(self) -> bytes:
         """Post-header + body, without the common header and the CRC32 trailer."""
-        if self.h[1] == 15:  # an FDE always carries the 5 trailing bytes (alg + CRC)
-            return self.raw[HEADER_LEN:]
+        if self.h[1] == 15:  # an FDE always carries the CRC field, even with checksums off
+            return self.raw[HEADER_LEN:len(self.raw) - CRC_LEN]
         return self.raw[HEADER_LEN:len(self.raw) - self.ctx.crc_len]
 
     @property
