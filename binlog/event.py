@@ -29,6 +29,20 @@ class FormatContext:
         return CRC_LEN if self.checksum else 0
 
 
+_UNSET = object()
+_DECODE_BODY = None
+
+
+def _decoder():
+    """``binlog.events.decode_body``, imported on first use (events imports this module's users)."""
+    global _DECODE_BODY
+    if _DECODE_BODY is None:
+        from binlog.events import decode_body
+
+        _DECODE_BODY = decode_body
+    return _DECODE_BODY
+
+
 class Event:
     """One event: ``pos`` (offset in its file), ``header`` (EventHeader), ``raw`` (all its bytes,
     header and CRC included). ``body`` is decoded on first access from ``payload``.
@@ -44,6 +58,7 @@ class Event:
         self.h = h
         self.raw = raw
         self.ctx = ctx
+        self._body = _UNSET
 
     @property
     def header(self) -> EventHeader:
@@ -66,13 +81,10 @@ class Event:
 
     @property
     def body(self) -> Any:
-        try:
-            return self._body
-        except AttributeError:
-            from binlog.events import decode_body
-
-            self._body = decode_body(self.h[1], self.payload, self.ctx, offset=self.pos)
-            return self._body
+        body = self._body
+        if body is _UNSET:
+            body = self._body = _decoder()(self.h[1], self.payload, self.ctx, offset=self.pos)
+        return body
 
     def __repr__(self) -> str:
         from binlog.constants import EventType

@@ -52,6 +52,7 @@ import dataclasses
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import construct as cs
@@ -698,6 +699,26 @@ def _rows_module() -> Any:
     return rows_events
 
 
+class _RowsDecoders(dict):
+    """type code -> decoder(payload, ctx) for TABLE_MAP and rows events, filled on first lookup so
+    the hot path is one dict probe instead of an import per event."""
+
+    loaded = False
+
+    def get(self, key: int, default: Any = None) -> Any:
+        if not self.loaded:
+            self.loaded = True
+            rows_events = _rows_module()
+            if rows_events is not None:
+                self[int(_TABLE_MAP)] = rows_events.decode_table_map
+                for code in ROWS_TYPES:
+                    self[int(code)] = partial(rows_events.decode_rows_event, int(code))
+        return dict.get(self, key, default)
+
+
+_ROWS_DECODERS = _RowsDecoders()
+
+
 def decode_body(type_code: int, payload: bytes, ctx: Any = None, *, offset: int = 0) -> Any:
     """Decode one event payload into its body dataclass (``RawBody`` for types not declared).
 
@@ -706,6 +727,9 @@ def decode_body(type_code: int, payload: bytes, ctx: Any = None, *, offset: int 
         fast = _FAST_PARSE.get(type_code)
         if fast is not None:
             return fast(payload)
+        with_ctx = _ROWS_DECODERS.get(type_code)
+        if with_ctx is not None:
+            return with_ctx(payload, ctx)
         spec = _SPECS.get(type_code)
         if spec is not None:
             return _from_container(spec, spec.decl.parse(bytes(payload)))
