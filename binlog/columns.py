@@ -332,10 +332,6 @@ def _encode_old_timestamp(value: dt.datetime | str | int) -> bytes:
     return struct.pack("<I", timestamp_parts(value)[0])
 
 
-def _json_to_bytes(value: Any) -> bytes:
-    return encode_json(value)
-
-
 @lru_cache(maxsize=4096)
 def _codec(type_code: int, meta: int, unsigned: bool, enum_values: tuple[str, ...] | None = None,
            set_values: tuple[str, ...] | None = None) -> ColumnCodec:
@@ -407,7 +403,7 @@ def _codec(type_code: int, meta: int, unsigned: bool, enum_values: tuple[str, ..
         return _length_prefixed(meta)
     if type_code == T.JSON:
         _check_length_bytes(type_code, meta)
-        return _length_prefixed(meta, decode_json, _json_to_bytes, what="JSON document")
+        return _length_prefixed(meta, decode_json, encode_json, what="JSON document")
     if type_code == T.NULL:
         return _fixed("0s", lambda raw: None, lambda value: b"")
     raise ValueError(f"column type {type_code} cannot appear in a row image (old DECIMAL is pre-5.0)")
@@ -480,7 +476,10 @@ def decode_value(col: Column, buf: bytes, off: int) -> tuple[Any, int]:
     ``buf`` other than bytes (memoryview, bytearray) is copied first: pass bytes on hot paths."""
     if type(buf) is not bytes:
         buf = bytes(buf)
-    value, end = codec_for(col).decode(buf, off)
+    try:
+        value, end = codec_for(col).decode(buf, off)
+    except (IndexError, struct.error) as exc:
+        raise ValueError(f"value of type {col.type} runs past the end of the buffer") from exc
     if end > len(buf):
         raise ValueError(f"value of type {col.type} runs past the end of the buffer")
     return value, end

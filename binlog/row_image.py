@@ -64,7 +64,8 @@ def unpack_bitmap(bitmap: bytes, n_bits: int) -> list[bool]:
 
 
 def all_present(width: int) -> bytes:
-    """MySQL's present bitmap for a full image: ``bitmap_set_all`` sets the unused high bits too."""
+    """The present bitmap of a full image, unused high bits set as MySQL's ``bitmap_set_all`` leaves
+    them (MariaDB clears them; readers ignore them either way)."""
     return b"\xff" * bitmap_size(width)
 
 

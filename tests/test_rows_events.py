@@ -264,6 +264,30 @@ def test_mariadb_table_map_re_encodes_to_the_same_columns() -> None:
     assert rebuilt[:101] == MARIADB_TABLE_MAP[:101]
 
 
+def test_optional_metadata_fields_we_do_not_write() -> None:
+    """PRIMARY_KEY_WITH_PREFIX, COLUMN_VISIBILITY, DEFAULT_CHARSET with exceptions, enum/set charsets
+    and unknown (newer) fields, as MySQL 8 lays them out: type, packed length, value."""
+    columns = [Column(T.LONG, nullable=False), varchar_column(40), varchar_column(40), enum_column(["a"]),
+               Column(T.GEOMETRY, 4)]
+    base = encode_table_map(table_id=3, db="d", table="t", columns=columns, optional_metadata=False)
+    tlvs = bytes.fromhex(
+        "0904" "0000" "020a"      # PRIMARY_KEY_WITH_PREFIX: column 0 whole, column 2 prefix 10
+        "0c01" "a0"               # COLUMN_VISIBILITY, MSB first: columns 0 and 2 visible
+        "0203" "2d" "0108"        # DEFAULT_CHARSET 45, character column #1 uses 8
+        "0a01" "21"               # ENUM_AND_SET_DEFAULT_CHARSET 33
+        "0701" "01"               # GEOMETRY_TYPE: POINT
+        "6302" "abcd")            # a field type this code does not know: kept, not fatal
+    table_map = decode_table_map(base + tlvs, None)
+    meta = table_map.optional_metadata
+    assert meta.primary_key == ((0, 0), (2, 10))
+    assert meta.visibility == (True, False, True, False, False)
+    assert meta.default_charset == 45 and meta.column_charsets == (45, 8)
+    assert meta.enum_set_charsets == (33,) and meta.geometry_types == (1,)
+    assert meta.unknown == ((0x63, b"\xab\xcd"),)
+    assert [c.primary_key for c in table_map.columns] == [True, False, True, False, False]
+    assert [c.charset for c in table_map.columns] == [None, 45, 8, 33, None]
+
+
 REAL_DN_57 = Path(__file__).resolve().parents[2] / "shared" / "real-dn-binlogs" / "dn57_sequence.bin"
 
 
