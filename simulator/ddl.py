@@ -56,7 +56,7 @@ INSTRUCTION_SCHEMA = TableSchema([
     col("GMT_CREATED", "timestamp", nullable=False, default_sql="CURRENT_TIMESTAMP"),
     col("INSTRUCTION_ID", "varchar(120)", nullable=False),
     col("CLUSTER_ID", "varchar(64)", nullable=False, default=b"0"),
-], pk="ID", indexes={"uk_instruction": ("INSTRUCTION_TYPE", "INSTRUCTION_ID")})
+], pk="ID", unique={"uk_instruction": ("INSTRUCTION_TYPE", "INSTRUCTION_ID")})
 
 SYSTEM_TABLES = ((HEARTBEAT_TABLE, HEARTBEAT_SCHEMA), (DDL_RECORD_TABLE, DDL_RECORD_SCHEMA),
                  (INSTRUCTION_TABLE, INSTRUCTION_SCHEMA))
@@ -159,10 +159,11 @@ class DdlJob:
         self.then = then
         self.cl.jobs_running += 1
         left = {"n": len(self.targets)}
+        self.cl.rng.shuffle(self.targets)     # the CN runs shards in parallel: any order
         delay = 0
         for target in self.targets:
             # Shards change at clearly different times while DML goes on (reference §5.3).
-            delay += self.cl.randint(2_000, 20_000)
+            delay += self.cl.randint(10_000, 40_000)
             self.cl.after(delay, self._physical, target, left)
         if not self.targets:
             self.cl.after(1_000, self._mark)

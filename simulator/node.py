@@ -131,7 +131,8 @@ class DnNode:
             starts.append(pos)
             pos += 23 + len(event[1])
         for i, op, rows in rows_at:
-            self.writes.append((name, starts[i], op.pt.db, op.pt.name, op.kind, op.pt.schema, rows))
+            pt = op.pt
+            self.writes.append((name, starts[i], pt.db, pt.name, pt.table_id, op.kind, pt.schema, rows))
 
     # -- groups -----------------------------------------------------------------------------------
     def write_prepare(self, txn: Any, br: Any, now_us: int, *, one_phase: bool = False,

@@ -115,6 +115,7 @@ class TableSchema:
     columns: list[ColumnDef]
     pk: str
     indexes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    unique: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def copy(self) -> TableSchema:
         return copy.deepcopy(self)
@@ -137,6 +138,8 @@ class TableSchema:
         clause)."""
         lines = [c.sql() for c in self.columns]
         lines.append(f"PRIMARY KEY ({quote_ident(self.pk)})")
+        lines += [f"UNIQUE KEY {quote_ident(name)} ({', '.join(quote_ident(c) for c in cols)})"
+                  for name, cols in self.unique.items()]
         lines += [f"KEY {quote_ident(name)} ({', '.join(quote_ident(c) for c in cols)})"
                   for name, cols in self.indexes.items()]
         body = ",\n  ".join(lines)
@@ -158,6 +161,7 @@ class TableSchema:
     def drop_column(self, name: str) -> None:
         self.columns = [c for c in self.columns if c.name != name]
         self.indexes = {k: v for k, v in self.indexes.items() if name not in v}
+        self.unique = {k: v for k, v in self.unique.items() if name not in v}
 
     def modify_column(self, name: str, new: ColumnDef) -> None:
         self.columns = [new if c.name == name else c for c in self.columns]

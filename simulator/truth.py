@@ -54,6 +54,16 @@ class TruthBuilder:
         self.schemas: dict[tuple[str, str], TableSchema] = {}
         self.state: dict[tuple[str, str], dict[Any, dict[str, Any]]] = {}
         self.ddls: list[dict[str, Any]] = []
+        # Logical table versions: a change names the version its rows follow ("schema": index).
+        self.versions: list[dict[str, Any]] = []
+        self.current: dict[tuple[str, str], int] = {}
+        self._vtso = ""
+
+    def new_version(self, db: str, table: str, schema: TableSchema) -> None:
+        self.current[(db, table)] = len(self.versions)
+        self.versions.append({"db": db, "table": table, "since_vtso": self._vtso, "pk": schema.pk,
+                              "columns": describe_columns(schema),
+                              "create_sql": schema.create_sql(table)})
 
     # -- txns -------------------------------------------------------------------------------------
     def dml_changes(self, txn: Txn) -> list[dict[str, Any]]:
@@ -87,7 +97,7 @@ class TruthBuilder:
                       "dn": f"dn{op.shard.dn}", "phys_db": op.shard.db, "phys_table": op.pt.name}
             if op.move:
                 change["move"] = True
-            change["columns"] = schema.names
+            change["schema"] = self.current[key]
             change["rows"] = images
             out.append(change)
         return out
@@ -106,9 +116,11 @@ class TruthBuilder:
             for key in [k for k in self.schemas if k[0] == effect[1]]:
                 del self.schemas[key]
                 del self.state[key]
+                del self.current[key]
         elif kind in ("create_table", "alter"):
             _, db, table, schema = effect
             self.schemas[(db, table)] = schema
+            self.new_version(db, table, schema)
             rows = self.state.setdefault((db, table), {})
             for pk, row in list(rows.items()):
                 rows[pk] = logical_row(schema, row)
@@ -116,11 +128,14 @@ class TruthBuilder:
             _, db, old, new = effect
             self.schemas[(db, new)] = self.schemas.pop((db, old))
             self.state[(db, new)] = self.state.pop((db, old))
+            del self.current[(db, old)]
+            self.new_version(db, new, self.schemas[(db, new)])
         elif kind == "truncate":
             self.state[(effect[1], effect[2])] = {}
         elif kind == "drop_table":
             del self.schemas[(effect[1], effect[2])]
             del self.state[(effect[1], effect[2])]
+            del self.current[(effect[1], effect[2])]
 
     def txn_entry(self, txn: Txn) -> dict[str, Any]:
         dns = sorted({br.dn.id for br in txn.branches.values()}, key=lambda d: int(d[2:]))
@@ -138,6 +153,7 @@ class TruthBuilder:
             entry["changes"] = self.dml_changes(txn)
         elif txn.kind == "ddl":
             info = dict(txn.info["ddl"])
+            self._vtso = txn.vtso
             self.apply_ddl(txn.info["effect"])
             entry["ddl"] = info
             self.ddls.append({"vtso": txn.vtso, "tso": txn.commit_tso, **info})
@@ -165,13 +181,16 @@ class TruthBuilder:
                            "branches": [f"{br.dn.id}:{br.bqual.decode()}" for br in t.branches.values()],
                            "vtsos": t.dn_vtsos} for t in cl.rollbacks],
             "ddls": self.ddls,
+            "logical_schemas": self.versions,
             "tables": self.tables(),
         }
         if cl.bank_accounts:
             truth["bank"] = {"db": "bank", "table": "accounts", "accounts": cl.bank_accounts,
                              "initial_balance": 1000, "expected_total": cl.bank_accounts * 1000}
         truth["physical_ddls"] = {n.id: n.ddl_log for n in cl.dns}
-        truth["dn_writes"] = {n.id: self.dn_writes(n) for n in cl.dns}
+        writes = {n.id: self.dn_writes(n) for n in cl.dns}
+        truth["phys_schemas"] = {dn: v for dn, (v, _) in writes.items()}
+        truth["dn_writes"] = {dn: w for dn, (_, w) in writes.items()}
         truth["stats"] = stats(cl)
         return truth
 
@@ -187,9 +206,7 @@ class TruthBuilder:
             out[f"{db}.{table}"] = {
                 "db": db, "table": table, "pk": schema.pk,
                 "create_sql": schema.create_sql(table),
-                "columns": [{"name": c.name, "type": c.type.text, "nullable": c.nullable,
-                             "default": encode_value(c.default, c.type.family == "json")
-                             if c.default is not None else None} for c in schema.columns],
+                "columns": describe_columns(schema),
                 "rows": [self.enc.values(schema, rows[pk]) for pk in sorted(rows)],
             }
         return out
@@ -209,17 +226,34 @@ class TruthBuilder:
             if phys != self.state[key]:
                 raise AssertionError(f"simulator bug: final state of {key} differs from its history")
 
-    def dn_writes(self, node: Any) -> list[dict[str, Any]]:
+    def dn_writes(self, node: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Every rows event of a DN in binlog order (file, pos, op, rows as value lists in physical
+        column order), and the physical table versions they refer to ("schema": index)."""
+        versions: list[dict[str, Any]] = []
+        index: dict[tuple[str, str, int], int] = {}
         out = []
         enc = self.enc
-        for name, pos, db, table, kind, schema, rows in node.writes or ():
+        for name, pos, db, table, table_id, kind, schema, rows in node.writes or ():
+            key = (db, table, table_id)
+            v = index.get(key)
+            if v is None:
+                v = index[key] = len(versions)
+                versions.append({"db": db, "table": table, "table_id": table_id,
+                                 "columns": [{"name": c.name, "type": c.type.text}
+                                             for c in schema.columns]})
             if kind == "update":
                 images = [[enc.values(schema, b), enc.values(schema, a)] for b, a in rows]
             else:
                 images = [enc.values(schema, r) for r in rows]
-            out.append({"file": name, "pos": pos, "db": db, "table": table, "op": kind,
-                        "columns": schema.names, "rows": images})
-        return out
+            out.append({"file": name, "pos": pos, "db": db, "table": table, "schema": v, "op": kind,
+                        "rows": images})
+        return versions, out
+
+
+def describe_columns(schema: TableSchema) -> list[dict[str, Any]]:
+    return [{"name": c.name, "type": c.type.text, "nullable": c.nullable,
+             "default": encode_value(c.default, c.type.family == "json") if c.default is not None
+             else None} for c in schema.columns]
 
 
 def stats(cl: Any) -> dict[str, Any]:

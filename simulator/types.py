@@ -121,12 +121,12 @@ def random_value(t: SqlType, rng: random.Random, *, small: bool = False) -> Any:
     if f in ("char", "varchar"):
         return _words(rng, min(t.length, 12 if small else t.length)).encode()
     if f in ("binary", "varbinary"):
-        n = t.length if f == "binary" else rng.randint(0, min(t.length, 16))
+        n = t.length if f == "binary" else rng.randint(0, min(t.length, 12))
         return bytes(rng.randrange(256) for _ in range(n))
     if f in ("tinytext", "text", "mediumtext", "longtext"):
-        return _words(rng, 40).encode()
+        return _words(rng, 24).encode()
     if f in ("tinyblob", "blob", "mediumblob", "longblob"):
-        return bytes(rng.randrange(256) for _ in range(rng.randint(0, 40)))
+        return bytes(rng.randrange(256) for _ in range(rng.randint(0, 12)))
     if f == "enum":
         return rng.randint(1, len(t.members))
     if f == "set":

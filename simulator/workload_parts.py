@@ -159,7 +159,8 @@ class DdlComponent(Component):
         tables = [t for t in (self.table(k) for k in ("t1", "uni", "t2", "x")) if t is not None]
         if not tables:
             return None
-        table = rng.choice(tables)
+        # Half the traffic on t1, the table most DDLs change, so every DDL window sees rows.
+        table = tables[0] if tables[0].name == "t1" and rng.random() < 0.5 else rng.choice(tables)
         r = rng.random()
         if r < 0.35 or len(table.keys) < 4:
             ops = [("insert", table, [random_row(table, rng, new_pk(table)) for _ in range(rng.randint(1, 3))])]
@@ -187,20 +188,21 @@ ALL_TYPES = [
     ("c_vc", "varchar(100)"), ("c_bin", "binary(8)"), ("c_vbin", "varbinary(32)"), ("c_text", "text"),
     ("c_ttext", "tinytext"), ("c_blob", "blob"), ("c_mblob", "mediumblob"),
     ("c_enum", "enum('red','green','blue')"), ("c_set", "set('a','b','c','d')"), ("c_bit", "bit(13)"),
-    ("c_json", "json"),
 ]
+# No JSON column: MySQL's binary JSON (type 245) stops mariadb-binlog 10.11 (exit 1, no message) and
+# MariaDB replicas cannot apply it, so a DN file with one would fail every MariaDB-based check.
+# The value encoding and generator support JSON for when a MySQL downstream exists.
 
 
 class MixedComponent(Component):
-    """Every column type; 1PC, autocommit, one-phase XA, 2PC, rollbacks, two read views on one
+    """Every column type MariaDB can read (all but JSON, see ``ALL_TYPES``); 1PC, autocommit, one-phase XA, 2PC, rollbacks, two read views on one
     group, hints with a server id, and big txns of over 10k rows."""
 
     weight = 2.0
 
     def setup(self) -> list[Step]:
         cols = [col(n, t, nullable=n != "id") for n, t in ALL_TYPES]
-        big = TableSchema([col("id", "bigint", nullable=False), col("v", "int", nullable=False),
-                           col("pad", "varchar(8)")], pk="id")
+        big = TableSchema([col("id", "bigint", nullable=False), col("v", "int", nullable=False)], pk="id")
         n = 10 * max(1, len(self.cl.cdc_dns))
         return [self.create_db_step("mixed"),
                 self.create_table_step("all", "mixed", "all_types", TableSchema(cols, pk="id"), "id"),
@@ -219,7 +221,7 @@ class MixedComponent(Component):
         def run(then: Any) -> None:
             table = self.tables["big"]
             if kind == "insert":
-                rows = [{"id": new_pk(table), "v": i, "pad": b"p%d" % (i % 1000)} for i in range(BIG_TXN_ROWS)]
+                rows = [{"id": new_pk(table), "v": i} for i in range(BIG_TXN_ROWS)]
                 plan = Plan([("insert", table, rows)], one_phase_rate=0.0)
             elif kind == "update":
                 plan = Plan([("update", table, [(k, {"v": current(cl, table, k)["v"] + 1})
