@@ -6,6 +6,7 @@ the per-DN ``maxTso`` segment (``TsoSegment``) it advances.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -57,21 +58,25 @@ def _storage_seq_of(text: str) -> str:
 def storage_sequence(dn_id: str) -> str:
     """The DN's 6-digit storage sequence, stable per DN id (``StorageSequence``): the first 6
     decimal digits of ``abs(Objects.hash(dn_id))``, left-padded. The CDC re-draws on a collision
-    between DNs with a random seed kept in its metadb; ``storage_sequences`` re-draws
-    deterministically instead."""
+    between DNs (``dn10`` and ``dn11`` collide) with a random seed kept in its metadb;
+    ``storage_sequences`` resolves collisions deterministically instead."""
     return _storage_seq_of(dn_id)
 
 
+def _natural(dn_id: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", dn_id))
+
+
 def storage_sequences(dn_ids: Iterable[str]) -> dict[str, str]:
-    """Storage sequences for a set of DNs, distinct: on a collision the later DN (in the given
-    order) is re-hashed with the seeds ``#1``, ``#2``, … until its sequence is free."""
+    """Distinct storage sequences for a set of DNs: in natural id order (dn2 before dn10), each
+    takes ``storage_sequence(id)`` or, when taken, the next free number (mod 10^6, never 000000) —
+    the simulator's rule, so both agree on every vtso."""
     out: dict[str, str] = {}
     used: set[str] = set()
-    for dn in dn_ids:
-        seq, n = _storage_seq_of(dn), 0
+    for dn in sorted(set(dn_ids), key=_natural):
+        seq = _storage_seq_of(dn)
         while seq in used or seq == NO_STORAGE_SEQ:
-            n += 1
-            seq = _storage_seq_of(f"{dn}#{n}")
+            seq = f"{(int(seq) + 1) % 1_000_000:06d}"
         out[dn] = seq
         used.add(seq)
     return out
