@@ -55,6 +55,16 @@ class Block:
     def rows_events(self) -> list[Event]:
         return self.events[1:]
 
+    def row_count(self) -> int:
+        """Rows (row pairs for updates) in the block's rows events; decodes the table map (slow path)."""
+        from binlog.rows_events import decode_rows_event
+        from binlog.table_map import decode_table_map
+
+        tm = self.events[0]
+        table_map = decode_table_map(tm.payload, tm.ctx)
+        return sum(len(decode_rows_event(e.type_code, e.payload, e.ctx).raw_rows(table_map))
+                   for e in self.events[1:])
+
 
 @dataclass(slots=True, eq=False)
 class DnTxn:

@@ -19,5 +19,28 @@ from simulator.cli import simulate_command  # noqa: E402
 main.add_command(simulate_command)
 
 
+@main.command("txns")
+@click.argument("dn_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--rows/--no-rows", default=True, help="Count rows (decodes row images) or rows events.")
+def txns_command(dn_dirs: tuple[str, ...], rows: bool) -> None:
+    """Print the transactions of DN binlog directories in global commit order (vtso, kind,
+    commit TSO, branches, tables with row counts). Each directory's name is its DN id."""
+    from pathlib import Path
+
+    from binlog.errors import BinlogError
+    from extractor import OrderingError, extract, storage_sequences
+    from merger import merge
+    dirs = [Path(d) for d in dn_dirs]
+    seqs = storage_sequences(d.resolve().name for d in dirs)
+    kinds: dict[str, int] = {}
+    try:
+        for g in merge([extract(d, storage_seq=seqs[d.resolve().name]) for d in dirs]):
+            kinds[g.kind.value] = kinds.get(g.kind.value, 0) + 1
+            click.echo(g.describe(rows=rows))
+    except (OrderingError, BinlogError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"# {sum(kinds.values())} txns: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+
+
 if __name__ == "__main__":
     main()

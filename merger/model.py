@@ -49,3 +49,22 @@ class GlobalTxn:
         for b in self.blocks:
             seen[(b.db, b.table)] = None
         return list(seen)
+
+    def describe(self, rows: bool = True) -> str:
+        """One line for people: vtso, kind, commit TSO, branches (DN:branch), tables with row counts
+        (rows events when ``rows`` is false)."""
+        tso = str(self.tso) if self.tso is not None else "-"
+        branches = ",".join(f"{b.dn}:{b.branch.split('_', 1)[1] if b.xid else 'local'}" for b in self.branches)
+        counts: dict[str, int] = {}
+        for blk in self.blocks:
+            key = f"{blk.db}.{blk.table}"
+            counts[key] = counts.get(key, 0) + (blk.row_count() if rows else len(blk.events) - 1)
+        unit = "rows" if rows else "rows events"
+        tables = " ".join(f"{k}={v}" for k, v in counts.items())
+        line = f"{self.vtso} {self.kind.value:<12} tso={tso} branches={branches}"
+        if tables:
+            line += f" {unit}: {tables}"
+        if self.kind is TxnKind.PHYSICAL_DDL and self.branches[0].sql:
+            line += f" sql: {self.branches[0].sql[:80]!r}"
+        return line
+
