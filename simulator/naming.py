@@ -66,9 +66,10 @@ def xid_sql(verb: str, gtrid_text: str, bqual_text: str, format_id: int = 1) -> 
             f"{format_id}")
 
 
-def trace_hint(txn_id: int, seq: int, subseq: int, server_id: str = "") -> str:
-    """The CN trace comment ``/*DRDS /<ip>/<traceId>-<seq>/<phySqlId>/<serverId>/ */`` (§2)."""
-    return f"/*DRDS /{CN_IP}/{txn_id:x}-{seq}/{subseq}/{server_id}/ */"
+def trace_hint(txn_id: int, seq: int, subseq: int, server_id: str = "", ip: str = CN_IP) -> str:
+    """The CN trace comment ``/*DRDS /<ip>/<traceId>-<seq>/<phySqlId>/<serverId>/ */`` (§2); the
+    trace id is the txn id in hex, as in the real capture."""
+    return f"/*DRDS /{ip}/{txn_id:x}-{seq}/{subseq}/{server_id}/ */"
 
 
 def trace_id(seq: int, subseq: int) -> str:

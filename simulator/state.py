@@ -60,7 +60,9 @@ class PhysTable:
         columns = schema.binlog_columns()
         self.codec: ImageCodec = table_codec(columns).image(None)
         self._encoders = self.codec.encoders
-        self._no_nulls = bytes(self.codec.null_bytes)
+        # The null bitmap of a row without NULLs, as the library's encoder writes it.
+        unused = getattr(self.codec, "unused_null_bits", 0)
+        self._no_nulls = unused.to_bytes(self.codec.null_bytes, "little")
         self.table_map = encode_table_map(table_id=table_id, db=self.db, table=self.name,
                                           columns=list(columns), optional_metadata=True)
         self._rows_prefix: dict[tuple[int, int], bytes] = {}
@@ -71,7 +73,8 @@ class PhysTable:
         prefix = self._rows_prefix.get(key)
         if prefix is None:
             width = len(self.names)
-            bitmap = ((1 << width) - 1).to_bytes((width + 7) // 8, "little")
+            # MySQL's bitmap_set_all memsets 0xFF: the unused high bits are set too.
+            bitmap = b"\xff" * ((width + 7) // 8)
             prefix = (self.table_id.to_bytes(6, "little") + flags.to_bytes(2, "little") + b"\x02\x00"
                       + pack_int(width) + bitmap + (bitmap if type_code == 31 else b""))
             self._rows_prefix[key] = prefix

@@ -118,11 +118,16 @@ def random_value(t: SqlType, rng: random.Random, *, small: bool = False) -> Any:
         return -delta if rng.random() < 0.2 else delta
     if f == "year":
         return rng.randint(1901, 2155)
-    if f in ("char", "varchar"):
+    if f == "char":
+        # CHAR drops trailing spaces (binlog image and SELECT alike): never generate them.
+        return _words(rng, min(t.length, 12 if small else t.length)).rstrip(" ").encode()
+    if f == "varchar":
         return _words(rng, min(t.length, 12 if small else t.length)).encode()
-    if f in ("binary", "varbinary"):
-        n = t.length if f == "binary" else rng.randint(0, min(t.length, 12))
-        return bytes(rng.randrange(256) for _ in range(n))
+    if f == "binary":
+        # BINARY(n) pads with zero bytes and the binlog image drops trailing ones: end on non-zero.
+        return bytes(rng.randrange(256) for _ in range(t.length - 1)) + bytes([rng.randint(1, 255)])
+    if f == "varbinary":
+        return bytes(rng.randrange(256) for _ in range(rng.randint(0, min(t.length, 12))))
     if f in ("tinytext", "text", "mediumtext", "longtext"):
         return _words(rng, 24).encode()
     if f in ("tinyblob", "blob", "mediumblob", "longblob"):
