@@ -97,6 +97,14 @@ class TruthBuilder:
                       "dn": f"dn{op.shard.dn}", "phys_db": op.shard.db, "phys_table": op.pt.name}
             if op.move:
                 change["move"] = True
+            # In a DDL window the shard's columns differ from the logical ones: say how.
+            first = op.rows[0][0] if op.kind == "update" else op.rows[0]
+            filled = [n for n in schema.names if n not in first]
+            dropped = [n for n in first if not schema.has(n)]
+            if filled:
+                change["filled"] = filled          # logical columns the shard lacks: default
+            if dropped:
+                change["dropped"] = dropped        # shard columns not (yet) logical: left out
             change["schema"] = self.current[key]
             change["rows"] = images
             out.append(change)
