@@ -27,6 +27,7 @@ _GCN = int(EventType.GCN)
 _CONSENSUS = int(EventType.CONSENSUS_LOG)
 _IGNORABLE = EventFlag.IGNORABLE
 _U32 = struct.Struct("<I").pack
+_NET_FIELD_LIMIT = {3: 1 << 16, 4: 1 << 24, 9: 1 << 64}   # net_field_length: width -> values below
 
 
 def dn_post_header_table() -> bytes:
@@ -58,6 +59,7 @@ class DnLog(BinlogWriter):
 
     def _open(self, seq: int, timestamp: int) -> None:
         super()._open(seq, timestamp)
+        self._name = self.file_name
         self.seq_in_file = 0
         self.events_written += 1
         if self.consensus:
@@ -92,7 +94,7 @@ class DnLog(BinlogWriter):
         if body_len + gtid_len >= 251:
             for width in (3, 4, 9):
                 gtid_len = 23 + ev.GTID_FIXED_LEN + width
-                if len(ev.net_field_length(body_len + gtid_len)) == width:
+                if body_len + gtid_len < _NET_FIELD_LIMIT[width]:
                     break
         self.gno += 1
         self.seq_in_file += 1
@@ -137,7 +139,7 @@ class DnLog(BinlogWriter):
         self._fh.write(b"".join(parts))
         self.position = pos
         self.events_written += (3 if self.consensus else 2) + len(events)
-        name = self.file_name
+        name = self._name
         if pos >= self.max_file_size:
             self.rotate(timestamp=timestamp)
         return name, first

@@ -41,7 +41,7 @@ class PhysTable:
     """A physical table on one DN: schema, rows, table id, and what MDL would track."""
 
     __slots__ = ("db", "name", "schema", "rows", "table_id", "open_branches", "ddl_pending", "names",
-                 "defaults", "codec", "table_map", "_rows_prefix", "_encoders", "_no_nulls")
+                 "defaults", "codec", "table_map", "_rows_prefix", "_encoders", "_no_nulls", "_images")
 
     def __init__(self, db: str, name: str, schema: TableSchema, table_id: int) -> None:
         self.db = db
@@ -66,6 +66,7 @@ class PhysTable:
         self.table_map = encode_table_map(table_id=table_id, db=self.db, table=self.name,
                                           columns=list(columns), optional_metadata=True)
         self._rows_prefix: dict[tuple[int, int], bytes] = {}
+        self._images: dict[int, tuple[Row, bytes]] = {}
 
     def rows_prefix(self, type_code: int, flags: int) -> bytes:
         """Post-header + width + present bitmap(s) of a v2 rows event on this table (cached)."""
@@ -81,12 +82,22 @@ class PhysTable:
         return prefix
 
     def image(self, row: Row) -> bytes:
-        """The row image (full row, every column present)."""
+        """The row image (full row, every column present). A row written as an after image is
+        usually the next txn's before image: the last few thousand images are kept by row identity
+        (rows are never mutated, and the cache holds the row so its id stays unique)."""
+        hit = self._images.get(id(row))
+        if hit is not None and hit[0] is row:
+            return hit[1]
         values = [row[n] for n in self.names]
         if None in values:
-            return self.codec.encode(values)
-        # No NULLs (the common case): zero bitmap + values, without the general path's checks.
-        return self._no_nulls + b"".join([enc(v) for enc, v in zip(self._encoders, values, strict=True)])
+            image = self.codec.encode(values)
+        else:
+            # No NULLs (the common case): no-null bitmap + values, without the general path's checks.
+            image = self._no_nulls + b"".join([enc(v) for enc, v in zip(self._encoders, values, strict=True)])
+        if len(self._images) >= 4096:
+            self._images.clear()
+        self._images[id(row)] = (row, image)
+        return image
 
     def conform(self, values: Row) -> Row:
         """A full physical row from ``values``: columns this table lacks are dropped, columns it has
