@@ -19,6 +19,7 @@ The state machine follows the CDC's ``TransactionBufferEventFilter`` + ``Transac
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Iterable, Iterator
 
@@ -44,6 +45,8 @@ from extractor.xid import branch_key, is_cdc_single, is_valid, parse, storage_ha
 log = logging.getLogger(__name__)
 
 ROWS_TYPES = frozenset({23, 24, 25, 30, 31, 32})
+_QUERY_DB_STATUS = struct.Struct("<B2xH")  # QUERY post-header from db_len (offset 27): db_len, status_len
+Q_LIZARD_BYTE = bytes([decode.Q_LIZARD_COMMIT_GCN])
 _WRITE_ROWS = (23, 30)
 _QUERY, _XID, _TABLE_MAP, _ROWS_QUERY = 2, 16, 19, 29
 _XA_PREPARE, _SEQUENCE, _GCN = 38, 80, 105
@@ -57,6 +60,17 @@ _SYS_SCHEMA_PREFIX = "__cdc__"
 _HEARTBEAT_TABLE = "__cdc_heartbeat__"
 _MARK_TABLES = {"__cdc_ddl_record__": TxnKind.DDL_MARK, "__cdc_instruction__": TxnKind.INSTRUCTION}
 WARN_INTERVAL = 10.0
+
+# What the event loop does per type code: one list lookup, 0 = not in the accept set (skipped).
+_K_ROWS, _K_QUERY, _K_GCN, _K_TABLE_MAP, _K_ROWS_QUERY, _K_XA_PREPARE, _K_XID, _K_SEQUENCE, _K_BAD = range(1, 10)
+_KIND_OF = [0] * 256
+for _t in ROWS_TYPES:
+    _KIND_OF[_t] = _K_ROWS
+for _t, _k in ((_QUERY, _K_QUERY), (_GCN, _K_GCN), (_TABLE_MAP, _K_TABLE_MAP), (_ROWS_QUERY, _K_ROWS_QUERY),
+               (_XA_PREPARE, _K_XA_PREPARE), (_XID, _K_XID), (_SEQUENCE, _K_SEQUENCE)):
+    _KIND_OF[_t] = _k
+for _t in _UNSUPPORTED:
+    _KIND_OF[_t] = _K_BAD
 
 
 class Assembler:
@@ -83,6 +97,10 @@ class Assembler:
         self._last_warn = time.monotonic()
         self._reset_trace()
         self.file = ""
+        self._query_ctx = None
+        self._commits = 0
+        self._query_phl = 13
+        self._crc = 4
 
     # -- trace state of the current transaction (Transaction.processEvent_0) ----------------------
     def _reset_trace(self) -> None:
@@ -101,45 +119,48 @@ class Assembler:
     def feed(self, file: str, events: Iterable[Event]) -> Iterator[DnTxn]:
         """Assemble ``events`` of ``file``; yields the transactions each commit releases."""
         self.file = file
-        rows_types = ROWS_TYPES
+        self._tables: dict[bytes, tuple[int, str, str, str, str]] = {}
+        kinds = _KIND_OF
         for ev in events:
-            t = ev.h[1]
-            if t in rows_types:
+            k = kinds[ev.h[1]]
+            if not k:
+                continue  # not in the accept set: GTID, consensus 101-104, FDE, ROTATE, …
+            if k == _K_ROWS:
                 blk = self.block
                 if blk is not None and self.route is None:
                     blk.events.append(ev)
                 else:
-                    self._rows_slow(ev, t)
+                    self._rows_slow(ev, ev.h[1])
                 continue
-            if t == _TABLE_MAP:
-                self._table_map(ev)
-            elif t == _ROWS_QUERY:
-                self._rows_query(ev)
-            elif t == _GCN:
-                flags, value = decode.gcn(ev.raw, ev.ctx.crc_len)
-                if flags & GcnFlag.HAVE_COMMITTED_SEQ:
+            if k == _K_QUERY:
+                released = self._query(ev)
+            elif k == _K_GCN:
+                # flags & 0x04: the commit TSO of the next XA COMMIT (§1.2); other GCNs are skipped.
+                if ev.raw[19] & GcnFlag.HAVE_COMMITTED_SEQ:
+                    flags, value = decode.gcn(ev.raw, ev.ctx.crc_len)
                     if value is None:
                         raise self._error(UnexpectedEvent, f"GCN with flags {flags:#x} carries no gcn", ev.pos)
                     self._commit_tso(value, ev)
-            elif t == _QUERY:
-                released = self._query(ev)
-                if released:
-                    yield from released
-            elif t == _XID:
-                released = self._commit_local(ev)
-                if released:
-                    yield from released
-            elif t == _XA_PREPARE:
+                continue
+            elif k == _K_TABLE_MAP:
+                self._table_map(ev)
+                continue
+            elif k == _K_ROWS_QUERY:
+                self._rows_query(ev)
+                continue
+            elif k == _K_XA_PREPARE:
                 released = self._xa_prepare(ev)
-                if released:
-                    yield from released
-            elif t == _SEQUENCE:
-                kind, value = decode.sequence(ev.raw, ev.ctx.crc_len)
-                if kind == SequenceType.COMMIT:
+            elif k == _K_XID:
+                released = self._commit_local(ev)
+            elif k == _K_SEQUENCE:
+                seq_type, value = decode.sequence(ev.raw, ev.ctx.crc_len)
+                if seq_type == SequenceType.COMMIT:
                     self._commit_tso(value, ev)
-            elif t in _UNSUPPORTED:
-                raise self._error(UnexpectedEvent, f"{_UNSUPPORTED[t]} cannot be passed through", ev.pos)
-            # Anything else (FDE, GTID, consensus 101-104, ROTATE, …) is not in the accept set.
+                continue
+            else:
+                raise self._error(UnexpectedEvent, f"{_UNSUPPORTED[ev.h[1]]} cannot be passed through", ev.pos)
+            if released:
+                yield from released
 
     def finish(self) -> None:
         """End of a finite input: a pending commit TSO is an error; open prepares are reported."""
@@ -186,31 +207,36 @@ class Assembler:
     # -- QUERY: XA START / BEGIN / XA END / XA COMMIT / COMMIT / XA ROLLBACK / DDL -----------------
     def _query(self, ev: Event) -> list[DnTxn] | None:
         raw = ev.raw
-        crc = ev.ctx.crc_len
-        phl = ev.ctx.post_header_len[_QUERY - 1] if len(ev.ctx.post_header_len) >= _QUERY else 13
-        _, _, q = decode.query_parts(raw, crc, phl)
-        head = bytes(raw[q:q + 11])
-        if head.startswith(b"XA START"):
-            self._start(ev, decode.query_text(raw, crc, phl)[1][8:].strip())
-            return None
-        if head.startswith(b"BEGIN"):
+        ctx = ev.ctx
+        if ctx is not self._query_ctx:
+            self._query_ctx = ctx
+            phl = ctx.post_header_len
+            self._query_phl = phl[_QUERY - 1] if len(phl) >= _QUERY else 13
+            self._crc = ctx.crc_len
+        phl, crc = self._query_phl, self._crc
+        db_len, status_len = _QUERY_DB_STATUS.unpack_from(raw, 27)
+        q = 19 + phl + status_len + db_len + 1
+        # Classify by the statement's first bytes without decoding it (the DN writes these exact forms).
+        c = raw[q]
+        if c == 88:  # 'X'
+            head = raw[q:q + 11]
+            if head.startswith(b"XA START"):
+                self._start(ev, raw[q + 8:len(raw) - crc].decode("latin-1").strip())
+                return None
+            if head.startswith(b"XA END"):
+                return None
+            if head.startswith(b"XA COMMIT"):
+                status = 19 + phl
+                if Q_LIZARD_BYTE in raw[status:status + status_len]:
+                    self._lizard(raw, crc, phl)
+                return self._commit_xa(ev, raw[q + 9:len(raw) - crc].decode("latin-1").strip())
+            if head.startswith(b"XA ROLLBACK"):
+                return self._rollback(ev, raw[q + 11:len(raw) - crc].decode("latin-1").strip())
+        elif c == 66 and raw[q:q + 5] == b"BEGIN":  # 'B'
             self._start(ev, None)
             return None
-        if head.startswith(b"XA END"):
-            return None
-        if head.startswith(b"XA COMMIT"):
-            gcn = decode.lizard_commit_gcn(raw, crc, phl)
-            if gcn is not None:
-                if self.pending_tso >= 0 and self.pending_tso != gcn:
-                    raise self._error(OrphanCommitTso, f"commit TSO {self.pending_tso} is followed by an "
-                                      f"XA COMMIT carrying another ({gcn})", self.pending_at.offset,
-                                      self.pending_at.file)
-                self.pending_tso = gcn
-            return self._commit_xa(ev, decode.query_text(raw, crc, phl)[1][9:].strip())
-        if head.startswith(b"COMMIT"):
+        elif c == 67 and raw[q:q + 6] == b"COMMIT":  # 'C'
             return self._commit_local(ev)
-        if head.startswith(b"XA ROLLBACK"):
-            return self._rollback(ev, decode.query_text(raw, crc, phl)[1][11:].strip())
         if self.ignoring:
             return None
         db, sql = decode.query_text(raw, crc, phl)
@@ -227,6 +253,16 @@ class Assembler:
                     opened_at=time.monotonic())
         self.sorter.prewrite(start, txn)
         return self._commit(txn, start, None, ev)
+
+    def _lizard(self, raw: bytes, crc: int, phl: int) -> None:
+        """Q_LIZARD_COMMIT_GCN of an XA COMMIT (DN 8.0 V1, §1.3) is its commit TSO."""
+        gcn = decode.lizard_commit_gcn(raw, crc, phl)
+        if gcn is None:
+            return
+        if self.pending_tso >= 0 and self.pending_tso != gcn:
+            raise self._error(OrphanCommitTso, f"commit TSO {self.pending_tso} is followed by an XA COMMIT "
+                              f"carrying another ({gcn})", self.pending_at.offset, self.pending_at.file)
+        self.pending_tso = gcn
 
     def _start(self, ev: Event, xid: str | None) -> None:
         if self.cur is not None or self.ignoring:
@@ -345,7 +381,8 @@ class Assembler:
 
     def _release(self) -> list[DnTxn] | None:
         out = self.sorter.release()
-        if self.sorter.items and now_due(self._last_warn, self.warn_interval):
+        self._commits += 1
+        if not self._commits & 255 and self.sorter.items:  # a cheap clock check now and then
             self.warn_held()
         if not out:
             return None
@@ -373,10 +410,15 @@ class Assembler:
         txn = self.cur
         if txn is None:
             raise self._error(UnexpectedEvent, "TABLE_MAP outside a transaction", ev.pos)
-        phl = ev.ctx.post_header_len
-        tid_len = 4 if len(phl) >= _TABLE_MAP and phl[_TABLE_MAP - 1] == 6 else 6
-        table_id, db, table = decode.table_map_names(ev.raw, tid_len)
-        db_l, table_l = db.lower(), table.lower()
+        raw = ev.raw
+        # Names by table id, per file: a DN never maps one id to two tables while a file lasts.
+        named = self._tables.get(raw[19:25])
+        if named is None:
+            phl = ev.ctx.post_header_len
+            tid_len = 4 if len(phl) >= _TABLE_MAP and phl[_TABLE_MAP - 1] == 6 else 6
+            table_id, db, table = decode.table_map_names(raw, tid_len)
+            named = self._tables[raw[19:25]] = (table_id, db, table, db.lower(), table.lower())
+        table_id, db, table, db_l, table_l = named
         if db_l.startswith(_SYS_SCHEMA_PREFIX):
             self._system_table(ev, txn, table_id, db, table, db_l, table_l)
             return
@@ -450,7 +492,3 @@ class Assembler:
         block.events.append(ev)
         if mark is not None and t in _WRITE_ROWS and txn.kind is not TxnKind.HEARTBEAT:
             txn.kind = mark
-
-
-def now_due(last: float, interval: float) -> bool:
-    return time.monotonic() - last >= interval

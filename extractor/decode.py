@@ -109,7 +109,7 @@ def xa_prepare(raw: bytes) -> tuple[bool, int, bytes, bytes]:
 
 def rows_query_text(raw: bytes, crc: int) -> str:
     """The text of a ROWS_QUERY event: the body after its (ignored) one-byte length."""
-    return bytes(raw[HEADER_LEN + 1:len(raw) - crc]).decode("utf-8", "surrogateescape")
+    return raw[HEADER_LEN + 1:len(raw) - crc].decode("utf-8", "surrogateescape")
 
 
 def table_map_names(raw: bytes, table_id_len: int = 6) -> tuple[int, str, str]:

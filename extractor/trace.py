@@ -30,8 +30,8 @@ def parse_hint(text: str) -> tuple[str, int | None] | None:
 
     Exactly ``LogEventUtil.buildTrace``: the text between the first '/' after index 6 and the first
     ``*/``, split on '/' (empty fields kept, a trailing empty one dropped, like java.util.Scanner);
-    field 1 is ``traceId[-seq]`` (seq "0" without '-'), field 2 the subSeq if numeric, field 3 the
-    server id if numeric.
+    field 1 is ``traceId[-seq]`` (the second '-'-separated token, "0" without one), field 2 the
+    subSeq if numeric, field 3 the server id if numeric.
     """
     if not text.startswith("/*DRDS"):
         return None
@@ -40,22 +40,27 @@ def parse_hint(text: str) -> tuple[str, int | None] | None:
     if begin < 0 or end < 0:
         return None
     fields = text[begin + 1:end].split("/")
-    if fields and fields[-1] == "":
-        fields.pop()
-    seq = sub = server = None
-    if len(fields) > 1:
-        parts = [p for p in fields[1].strip().split("-") if p]
-        seq = parts[1] if len(parts) >= 2 else "0"
-    if len(fields) > 2 and _creatable(fields[2].strip()):
-        sub = fields[2].strip()
-    if len(fields) > 3 and _creatable(fields[3].strip()):
-        server = fields[3].strip()
+    n = len(fields)
+    if fields[-1] == "":
+        n -= 1
+    seq = sub = None
     server_id = None
-    if server is not None:
-        try:
-            server_id = int(server)
-        except ValueError:
-            server_id = None
+    if n > 1:
+        parts = fields[1].strip().split("-")
+        if "" in parts:  # StringUtils.split drops empty tokens
+            parts = [p for p in parts if p]
+        seq = parts[1] if len(parts) >= 2 else "0"
+        if n > 2:
+            f = fields[2].strip()
+            if f.isdigit() or _creatable(f):
+                sub = f
+            if n > 3:
+                f = fields[3].strip()
+                if f and (f.isdigit() or _creatable(f)):
+                    try:
+                        server_id = int(f)
+                    except ValueError:
+                        server_id = None
     return build_trace_id(seq, sub), server_id
 
 

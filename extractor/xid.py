@@ -45,15 +45,23 @@ def _unwrap(part: str) -> str:
 
 def parse(xid: str) -> Xid:
     """Decode a valid xid; raises ValueError when gtrid/bqual are not what the CN writes."""
-    gtrid_part, _, rest = xid.partition(",")
-    bqual_part = rest.partition(",")[0]
-    gtrid = bytes.fromhex(_unwrap(gtrid_part)).decode("utf-8")
+    # Fast path for the form the DN writes, X'<hex>',X'<hex>',<fmt>; anything else goes the
+    # CDC's general way (split on commas, unwrap X'…').
+    g_end = xid.find("'", 2) if xid.startswith("X'") else -1
+    b_end = xid.find("'", g_end + 4) if g_end > 0 and xid.startswith(",X'", g_end + 1) else -1
+    if b_end > 0:
+        gtrid_hex, bqual_hex = xid[2:g_end], xid[g_end + 4:b_end]
+    else:
+        gtrid_part, _, rest = xid.partition(",")
+        gtrid_hex, bqual_hex = _unwrap(gtrid_part), _unwrap(rest.partition(",")[0])
+    gtrid = bytes.fromhex(gtrid_hex).decode("utf-8")
     # substring(len("drds-")) as the CDC does; then the part before '@' is the hex txnId.
-    txn_id = int(gtrid[5:].split("@")[0], 16)
+    at = gtrid.find("@")
+    txn_id = int(gtrid[5:at] if at >= 0 else gtrid[5:], 16)
     if not 0 <= txn_id < 1 << 63:
         raise ValueError(f"txnId {txn_id} out of range")
-    group = bytes.fromhex(_unwrap(bqual_part)).decode("utf-8")
-    return Xid(txn_id, group, format_id(xid) == ARCHIVE_FORMAT_ID)
+    group = bytes.fromhex(bqual_hex).decode("utf-8")
+    return Xid(txn_id, group, xid.endswith(",3"))
 
 
 def is_cdc_single(group: str) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import replace
 from operator import attrgetter
@@ -22,14 +21,16 @@ def merge_by_trace(branches: Sequence[DnTxn]) -> list[Block]:
     branch). Branch blocks are never modified; a compressed block is a copy.
     """
     if len(branches) == 1:
-        merged = branches[0].blocks
+        merged = list(branches[0].blocks)
     else:
-        merged = list(heapq.merge(*(b.blocks for b in branches), key=_TRACE))
-    out: list[Block] = []
+        # A stable sort of the concatenation is the stable k-way merge of the (non-decreasing)
+        # branch lists, and Timsort merges such runs in C.
+        merged = [blk for b in branches for blk in b.blocks]
+        merged.sort(key=_TRACE)
     last = None
-    for block in merged:
-        if block.trace_id == last and block.hint is not None:
-            block = replace(block, hint=None, rows_query=None)
-        last = block.trace_id
-        out.append(block)
-    return out
+    for i, block in enumerate(merged):
+        trace = block.trace_id
+        if trace == last and block.hint is not None:
+            merged[i] = replace(block, hint=None, rows_query=None)
+        last = trace
+    return merged
