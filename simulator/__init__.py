@@ -1,6 +1,13 @@
-"""A PolarDB-X-like cluster that writes DN binlogs and the truth (DESIGN.md §6).
+"""A PolarDB-X-like cluster that writes DN binlogs and the truth (DESIGN.md §6, issue 9).
 
-Will own: the TSO oracle, a CN running logical transactions on sharded tables, DN binlog writers in
-the DN 8.0 dialect, workloads, and ``truth.json``. Public interface:
-``simulate(workload, dns, seed, out) -> truth``.
+``simulate(workload, dns, txns, seed, out, ...)`` runs a workload on simulated DNs and writes
+``out/dn0/…`` (``mysql-bin.NNNNNN`` + index in the DN 8.0 dialect) and ``out/truth.json``; the CLI is
+``gbinlog simulate``. Modules: ``tso`` (oracle), ``cluster`` (scheduler, CN, 2PC, heartbeats),
+``node`` / ``dn`` / ``dn_events`` (DN groups and events), ``ddl`` (DDL jobs, marks, system tables,
+scale-out), ``workloads`` / ``workload_parts``, ``truth`` / ``values`` (the truth and its value
+encoding), ``replay`` (truth → SQL). Layout of the output: ``fixtures/README.md``.
 """
+
+from simulator.run import SimulateError, simulate
+
+__all__ = ["SimulateError", "simulate"]
