@@ -98,7 +98,6 @@ class Assembler:
         self._reset_trace()
         self.file = ""
         self._query_ctx = None
-        self._commits = 0
         self._query_phl = 13
         self._crc = 4
 
@@ -381,8 +380,7 @@ class Assembler:
 
     def _release(self) -> list[DnTxn] | None:
         out = self.sorter.release()
-        self._commits += 1
-        if not self._commits & 255 and self.sorter.items:  # a cheap clock check now and then
+        if self.sorter.items and time.monotonic() - self._last_warn >= self.warn_interval:
             self.warn_held()
         if not out:
             return None
