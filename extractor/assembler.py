@@ -308,7 +308,7 @@ class Assembler:
         txn = self.cur
         if txn is None or txn.xid is None:
             raise self._error(UnexpectedEvent, "XA_PREPARE with no XA transaction open", ev.pos)
-        self.cur = None
+        self.cur = self.block = None  # later rows must not land in its last block
         if not one_phase:
             return None
         # One phase: a local, non-TSO commit (the CDC avoids disorder against non-TSO txns).
@@ -333,7 +333,7 @@ class Assembler:
                         self.dn, self.file, ev.pos, xid)
             return None
         if txn is self.cur:
-            self.cur = None
+            self.cur = self.block = None  # later rows must not land in its last block
         return self._commit(txn, xid, tso if tso > 0 else None, ev)
 
     def _commit_local(self, ev: Event) -> list[DnTxn] | None:
@@ -346,7 +346,7 @@ class Assembler:
                 raise self._error(CommitWithoutPrepare, "commit (XID/COMMIT) with no open transaction", ev.pos)
             log.warning("DN %s: %s:%d: commit with no open transaction (skipped)", self.dn, self.file, ev.pos)
             return None
-        self.cur = None
+        self.cur = self.block = None  # later rows must not land in its last block
         key = txn.start
         if txn.xid is not None:
             self.by_xid.pop(txn.xid, None)
@@ -362,7 +362,7 @@ class Assembler:
                             ev.pos, xid)
             return None
         if txn is self.cur:
-            self.cur = None
+            self.cur = self.block = None  # later rows must not land in its last block
         txn.kind = TxnKind.ROLLBACK
         txn.blocks = []
         txn.end = Pos(self.file, ev.pos + ev.h[3])

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from binlog.constants import EventType as E
 from binlog.errors import TruncatedEvent
+from binlog.events import encode_body
 from extractor import (
     BytesSource,
     CommitWithoutPrepare,
@@ -16,7 +18,7 @@ from extractor import (
     UnfinishedTransaction,
     extract,
 )
-from tests.test_ordering_dn_writer import GCN_COMMIT, DnWriter, Stmt, hint, xid_text
+from tests.test_ordering_dn_writer import GCN_COMMIT, INT_COLUMNS, DnWriter, Stmt, hint, xid_text
 
 DB = "d_p00000"
 TSO = (1_700_000_000_000 << 22) | 1
@@ -131,6 +133,20 @@ def test_rows_outside_a_transaction(tmp_path):
     with pytest.raises(UnexpectedEvent) as ei:
         extract_all(tmp_path, build)
     check(ei.value, at["tm"])
+
+
+def test_rows_after_a_prepare_are_outside_any_transaction(tmp_path):
+    at = {}
+
+    def build(w):
+        w.prepare(xid_text(1, "G"), [Stmt(DB, "t")])
+        at["rows"] = w.w.position
+        w.append(E.WRITE_ROWS, encode_body(E.WRITE_ROWS, table_id=w.table_ids[(DB, "t")],
+                                           columns=INT_COLUMNS, rows=[[1, 1]]))
+
+    with pytest.raises(UnexpectedEvent, match="outside a transaction") as ei:
+        extract_all(tmp_path, build)
+    check(ei.value, at["rows"])
 
 
 def test_truncated_finished_file_is_an_error_naming_file_and_offset():
