@@ -19,7 +19,6 @@ The state machine follows the CDC's ``TransactionBufferEventFilter`` + ``Transac
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Iterable, Iterator
 
@@ -45,8 +44,8 @@ from extractor.xid import branch_key, is_cdc_single, is_valid, parse, storage_ha
 log = logging.getLogger(__name__)
 
 ROWS_TYPES = frozenset({23, 24, 25, 30, 31, 32})
-_QUERY_DB_STATUS = struct.Struct("<B2xH")  # QUERY post-header from db_len (offset 27): db_len, status_len
 Q_LIZARD_BYTE = bytes([decode.Q_LIZARD_COMMIT_GCN])
+_QUERY_DB_STATUS = decode.QUERY_DB_STATUS.unpack_from
 _WRITE_ROWS = (23, 30)
 _QUERY, _XID, _TABLE_MAP, _ROWS_QUERY = 2, 16, 19, 29
 _XA_PREPARE, _SEQUENCE, _GCN = 38, 80, 105
@@ -213,7 +212,7 @@ class Assembler:
             self._query_phl = phl[_QUERY - 1] if len(phl) >= _QUERY else 13
             self._crc = ctx.crc_len
         phl, crc = self._query_phl, self._crc
-        db_len, status_len = _QUERY_DB_STATUS.unpack_from(raw, 27)
+        db_len, status_len = _QUERY_DB_STATUS(raw, decode.QUERY_DB_OFF)
         q = 19 + phl + status_len + db_len + 1
         # Classify by the statement's first bytes without decoding it (the DN writes these exact forms).
         c = raw[q]

@@ -13,13 +13,11 @@ from binlog.constants import HEADER_LEN
 
 # QUERY post-header (§1.1, MySQL log_event.h): thread_id u32, exec_time u32, db_len u8,
 # error_code u16, status_vars_len u16. We read from db_len on.
-_QUERY_DB_STATUS = struct.Struct("<B2xH")
-_QUERY_DB_OFF = HEADER_LEN + 8
+QUERY_DB_STATUS = struct.Struct("<B2xH")
+QUERY_DB_OFF = HEADER_LEN + 8
 _U64 = struct.Struct("<Q")
 # GCN (§1.2) and SEQUENCE (§1.3) bodies: flags/type u8 then a u64.
 _FLAG_U64 = struct.Struct("<BQ")
-# XA_PREPARE body (§1.4): one_phase u8, formatID u32, gtrid_length u32, bqual_length u32.
-_XA_PREPARE = struct.Struct("<BIII")
 
 # Q_LIZARD_COMMIT_GCN (§1.3, DN 8.0 V1) and the fixed sizes of status variables before it.
 Q_LIZARD_COMMIT_GCN = 200
@@ -34,7 +32,7 @@ _LEN_PREFIXED = {5, 6}  # TIME_ZONE, CATALOG_NZ: u8 length + bytes
 
 def query_parts(raw: bytes, crc: int, post_header_len: int = 13) -> tuple[int, int, int]:
     """(status_start, db_start, query_start) offsets of a QUERY event; db ends at query_start - 1."""
-    db_len, status_len = _QUERY_DB_STATUS.unpack_from(raw, _QUERY_DB_OFF)
+    db_len, status_len = QUERY_DB_STATUS.unpack_from(raw, QUERY_DB_OFF)
     status = HEADER_LEN + post_header_len
     db = status + status_len
     return status, db, db + db_len + 1
@@ -98,13 +96,6 @@ def gcn(raw: bytes, crc: int) -> tuple[int, int | None]:
 def sequence(raw: bytes, crc: int) -> tuple[int, int]:
     """(type, number) of a DN 5.7 SEQUENCE_EVENT (80, §1.3)."""
     return _FLAG_U64.unpack_from(raw, HEADER_LEN)
-
-
-def xa_prepare(raw: bytes) -> tuple[bool, int, bytes, bytes]:
-    """(one_phase, format_id, gtrid, bqual) of an XA_PREPARE_LOG_EVENT (38, §1.4)."""
-    one_phase, fmt, glen, blen = _XA_PREPARE.unpack_from(raw, HEADER_LEN)
-    data = HEADER_LEN + 13
-    return bool(one_phase), fmt, bytes(raw[data:data + glen]), bytes(raw[data + glen:data + glen + blen])
 
 
 def rows_query_text(raw: bytes, crc: int) -> str:

@@ -104,15 +104,3 @@ class DnTxn:
     def actual_tso(self) -> str:
         """The first 38 vtso chars (tso + txnId): the MergeBarrier join key (§4.3)."""
         return self.vtso[:38]
-
-    def tables(self) -> list[tuple[str, str]]:
-        seen: dict[tuple[str, str], None] = {}
-        for b in self.blocks:
-            seen[(b.db, b.table)] = None
-        return list(seen)
-
-    def rows_event_count(self) -> int:
-        return sum(len(b.events) - 1 for b in self.blocks)
-
-    def event_count(self) -> int:
-        return sum(len(b.events) + (b.rows_query is not None) for b in self.blocks)

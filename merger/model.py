@@ -44,12 +44,6 @@ class GlobalTxn:
     def dns(self) -> list[str]:
         return [b.dn for b in self.branches]
 
-    def tables(self) -> list[tuple[str, str]]:
-        seen: dict[tuple[str, str], None] = {}
-        for b in self.blocks:
-            seen[(b.db, b.table)] = None
-        return list(seen)
-
     def describe(self, rows: bool = True) -> str:
         """One line for people: vtso, kind, commit TSO, branches (DN:branch), tables with row counts
         (rows events when ``rows`` is false)."""
