@@ -273,7 +273,7 @@ def stats(cl: Any) -> dict[str, Any]:
         s["events"] = n.log.events_written
         per_dn[n.id] = s
     return {"per_dn": per_dn, "events": sum(n.log.events_written for n in cl.dns),
-            "txns": len(cl.records), "rollbacks": len(cl.rollbacks)}
+            "txns": cl.committed, "rollbacks": cl.rolled_back}
 
 
 def write_truth(path: Any, truth: dict[str, Any]) -> None:
