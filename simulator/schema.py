@@ -53,7 +53,8 @@ class ColumnDef:
             parts.append(f"DEFAULT {self.default_sql}")
         elif self.default is not None:
             parts.append(f"DEFAULT {sql_literal(self.default, self.type)}")
-        elif self.nullable and self.type.family not in ("json",) and self.type.family not in TEXT_BYTES:
+        elif self.nullable and self.type.family not in ("json", "geometry", "point") \
+                and self.type.family not in TEXT_BYTES:
             parts.append("DEFAULT NULL")
         return " ".join(parts)
 
@@ -105,6 +106,8 @@ def binlog_column(c: ColumnDef, *, primary_key: bool = False) -> Column:
         return bit_column(t.length, **common)
     if f == "json":
         return Column(T.JSON, 4, **common)
+    if f in ("geometry", "point"):
+        return Column(T.GEOMETRY, 4, **common)
     raise ValueError(f"no binlog column for {t.text}")
 
 

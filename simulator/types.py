@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import re
+import struct
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -138,6 +139,9 @@ def random_value(t: SqlType, rng: random.Random, *, small: bool = False) -> Any:
         return rng.randrange(1 << len(t.members))
     if f == "bit":
         return rng.randrange(1 << t.length)
+    if f in ("geometry", "point"):
+        # Internal format: SRID (0) + WKB POINT, little endian.
+        return struct.pack("<IBIdd", 0, 1, 1, rng.randint(-2 ** 20, 2 ** 20) / 8, rng.randint(-2 ** 20, 2 ** 20) / 8)
     if f == "json":
         return {"k": rng.randint(0, 99), "tags": [_words(rng, 5) for _ in range(rng.randint(0, 3))],
                 "ok": rng.random() < 0.5, "v": None}

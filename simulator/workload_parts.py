@@ -188,6 +188,7 @@ ALL_TYPES = [
     ("c_vc", "varchar(100)"), ("c_bin", "binary(8)"), ("c_vbin", "varbinary(32)"), ("c_text", "text"),
     ("c_ttext", "tinytext"), ("c_blob", "blob"), ("c_mblob", "mediumblob"),
     ("c_enum", "enum('red','green','blue')"), ("c_set", "set('a','b','c','d')"), ("c_bit", "bit(13)"),
+    ("c_geo", "point"),
 ]
 # No JSON column: MySQL's binary JSON (type 245) stops mariadb-binlog 10.11 (exit 1, no message) and
 # MariaDB replicas cannot apply it, so a DN file with one would fail every MariaDB-based check.
