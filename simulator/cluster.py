@@ -71,6 +71,8 @@ class Session:
 
 
 class Cluster:
+    """The whole simulated cluster; ``run()`` processes scheduled actions in time order."""
+
     def __init__(self, cfg: SimConfig, out_dir: Path) -> None:
         self.cfg = cfg
         self.out_dir = out_dir

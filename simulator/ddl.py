@@ -21,6 +21,8 @@ from simulator.naming import (
     cdc_group,
     cdc_phys_db,
     dn_id,
+    group_name,
+    phys_db,
     phys_table_name,
 )
 from simulator.schema import TABLE_COLLATION, ColumnDef, TableSchema, col, quote_ident
@@ -223,7 +225,6 @@ def _shard_targets(job: DdlJob, table: LogicalTable, sql_for: Callable[[str], st
 
 
 def create_database(cl: Any, name: str, dn_indexes: list[int]) -> DdlJob:
-    from simulator.naming import group_name, phys_db
     db = LogicalDb(name, [(dn, group_name(name, i), phys_db(name, i)) for i, dn in enumerate(dn_indexes)])
     job = DdlJob(cl, "CREATE_DATABASE", db, None, f"CREATE DATABASE {quote_ident(name)}")
     for dn, _, pdb in db.shards:

@@ -23,7 +23,7 @@ FORMAT = "gbinlog-simulator-truth/1"
 
 
 class _Encoder:
-    """Row dict → JSON dict for one schema (JSON columns tagged), cached per schema object."""
+    """Row dict → JSON value list for one schema (JSON columns tagged), cached per schema object."""
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[TableSchema, list[tuple[str, bool]]]] = {}
@@ -34,9 +34,6 @@ class _Encoder:
             hit = (schema, [(c.name, c.type.family == "json") for c in schema.columns])
             self._cache[id(schema)] = hit
         return hit[1]
-
-    def row(self, schema: TableSchema, row: dict[str, Any]) -> dict[str, Any]:
-        return {n: encode_value(row[n], j) for n, j in self.columns(schema)}
 
     def values(self, schema: TableSchema, row: dict[str, Any]) -> list[Any]:
         return [encode_value(row[n], j) for n, j in self.columns(schema)]

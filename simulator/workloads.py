@@ -14,7 +14,7 @@ from typing import Any
 
 from simulator import ddl
 from simulator.cluster import Cluster, Plan
-from simulator.schema import TableSchema, col
+from simulator.schema import TableSchema
 from simulator.state import LogicalTable
 from simulator.types import random_value
 
@@ -212,7 +212,3 @@ def make_driver(cl: Cluster, workload: str) -> Driver:
     names = list(parts) if workload == "all" else [workload]
     return Driver(cl, [parts[n](cl) for n in names])
 
-
-__all__ = ["BANK_INITIAL_BALANCE", "BIG_TXN_ROWS", "WORKLOADS", "Component", "Driver", "Plan",
-           "TableSchema", "col", "current", "make_driver", "new_pk", "pick_keys", "random_changes",
-           "random_row"]
