@@ -29,9 +29,10 @@ _STMT_END = 1
 
 def unique_storage_seq(storage_inst_id: str, taken: set[str]) -> str:
     """``storage_seq`` (the first try of polardbx-cdc); on a collision (dn10 and dn11 collide) the
-    next free number, where PolarDB-X would rehash with a random seed."""
+    next free number, where PolarDB-X would rehash with a random seed. Never ``000000``: that suffix
+    marks TSO txns in a vtso."""
     seq = storage_seq(storage_inst_id)
-    while seq in taken:
+    while seq in taken or seq == "000000":
         seq = f"{(int(seq) + 1) % 1_000_000:06d}"
     taken.add(seq)
     return seq
