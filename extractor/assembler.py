@@ -46,6 +46,11 @@ log = logging.getLogger(__name__)
 ROWS_TYPES = frozenset({23, 24, 25, 30, 31, 32})
 Q_LIZARD_BYTE = bytes([decode.Q_LIZARD_COMMIT_GCN])
 _QUERY_DB_STATUS = decode.QUERY_DB_STATUS.unpack_from
+_tuple_new = tuple.__new__
+
+
+def _pos(file: str, offset: int) -> Pos:
+    return _tuple_new(Pos, (file, offset))  # Pos(file, offset) without the NamedTuple __new__ cost
 _WRITE_ROWS = (23, 30)
 _QUERY, _XID, _TABLE_MAP, _ROWS_QUERY = 2, 16, 19, 29
 _XA_PREPARE, _SEQUENCE, _GCN = 38, 80, 105
@@ -196,7 +201,7 @@ class Assembler:
                                   f"(another commit TSO {value} at {self.file}:{ev.pos})",
                                   dn=self.dn, file=at.file, offset=at.offset)
         self.pending_tso = value
-        self.pending_at = Pos(self.file, ev.pos)
+        self.pending_at = _pos(self.file, ev.pos)
 
     def _take_tso(self) -> int:
         value, self.pending_tso, self.pending_at = self.pending_tso, -1, None
@@ -217,23 +222,22 @@ class Assembler:
         # Classify by the statement's first bytes without decoding it (the DN writes these exact forms).
         c = raw[q]
         if c == 88:  # 'X'
-            head = raw[q:q + 11]
-            if head.startswith(b"XA START"):
+            if raw.startswith(b"XA START", q):
                 self._start(ev, raw[q + 8:len(raw) - crc].decode("latin-1").strip())
                 return None
-            if head.startswith(b"XA END"):
+            if raw.startswith(b"XA END", q):
                 return None
-            if head.startswith(b"XA COMMIT"):
+            if raw.startswith(b"XA COMMIT", q):
                 status = 19 + phl
                 if Q_LIZARD_BYTE in raw[status:status + status_len]:
                     self._lizard(raw, crc, phl)
                 return self._commit_xa(ev, raw[q + 9:len(raw) - crc].decode("latin-1").strip())
-            if head.startswith(b"XA ROLLBACK"):
+            if raw.startswith(b"XA ROLLBACK", q):
                 return self._rollback(ev, raw[q + 11:len(raw) - crc].decode("latin-1").strip())
-        elif c == 66 and raw[q:q + 5] == b"BEGIN":  # 'B'
+        elif c == 66 and raw.startswith(b"BEGIN", q):  # 'B'
             self._start(ev, None)
             return None
-        elif c == 67 and raw[q:q + 6] == b"COMMIT":  # 'C'
+        elif c == 67 and raw.startswith(b"COMMIT", q):  # 'C'
             return self._commit_local(ev)
         if self.ignoring:
             return None
@@ -246,7 +250,7 @@ class Assembler:
         if self.pending_tso >= 0:
             raise self._error(OrphanCommitTso, f"commit TSO {self.pending_tso} is followed by a DDL, "
                               "not an XA COMMIT", self.pending_at.offset, self.pending_at.file)
-        start = Pos(self.file, ev.pos)
+        start = _pos(self.file, ev.pos)
         txn = DnTxn(TxnKind.PHYSICAL_DDL, self.dn, 0, self.dn_hash, start, query=ev, db=db, sql=sql,
                     opened_at=time.monotonic())
         self.sorter.prewrite(start, txn)
@@ -268,8 +272,10 @@ class Assembler:
             raise self._error(UnfinishedTransaction, f"new transaction starts while the one at {what} "
                               "is not finished", ev.pos)
         self.pending_tso, self.pending_at = -1, None
-        self._reset_trace()
-        start = Pos(self.file, ev.pos)
+        # _reset_trace(), inlined: this runs once per transaction
+        self.block = self.route = self.next_trace = self.last_trace = self.hint_text = self.hint_event = None
+        self.sys = False
+        start = _pos(self.file, ev.pos)
         if xid is None:
             txn = DnTxn(TxnKind.DML, self.dn, 0, self.dn_hash, start, opened_at=time.monotonic())
             self.sorter.prewrite(start, txn)
@@ -364,13 +370,13 @@ class Assembler:
             self.cur = self.block = None  # later rows must not land in its last block
         txn.kind = TxnKind.ROLLBACK
         txn.blocks = []
-        txn.end = Pos(self.file, ev.pos + ev.h[3])
+        txn.end = _pos(self.file, ev.pos + ev.h[3])
         txn.vtso = vtso_for_commit(self.state, None, txn.txn_id, self.storage_seq)
         self.sorter.rollback(xid, txn.vtso)
         return self._release()
 
     def _commit(self, txn: DnTxn, key, commit_tso: int | None, ev: Event) -> list[DnTxn] | None:
-        txn.end = Pos(self.file, ev.pos + ev.h[3])
+        txn.end = _pos(self.file, ev.pos + ev.h[3])
         storage = NO_STORAGE_SEQ if txn.kind in (TxnKind.DDL_MARK, TxnKind.INSTRUCTION) else self.storage_seq
         txn.vtso = vtso_for_commit(self.state, commit_tso, txn.txn_id, storage)
         txn.tso = commit_tso

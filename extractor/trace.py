@@ -43,16 +43,16 @@ def parse_hint(text: str) -> tuple[str, int | None] | None:
     n = len(fields)
     if fields[-1] == "":
         n -= 1
-    seq = sub = None
+    seq = sub = "0"
     server_id = None
     if n > 1:
         parts = fields[1].strip().split("-")
         if "" in parts:  # StringUtils.split drops empty tokens
             parts = [p for p in parts if p]
-        seq = parts[1] if len(parts) >= 2 else "0"
+        seq = parts[1] if len(parts) >= 2 and not parts[1].isspace() else "0"
         if n > 2:
             f = fields[2].strip()
-            if f.isdigit() or _creatable(f):
+            if f and (f.isdigit() or _creatable(f)):
                 sub = f
             if n > 3:
                 f = fields[3].strip()
@@ -61,7 +61,7 @@ def parse_hint(text: str) -> tuple[str, int | None] | None:
                         server_id = int(f)
                     except ValueError:
                         server_id = None
-    return build_trace_id(seq, sub), server_id
+    return seq.rjust(TRACE_LEN, "0") + sub.rjust(TRACE_LEN, "0"), server_id
 
 
 def reduce_hint(text: str) -> str:
