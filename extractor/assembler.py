@@ -46,11 +46,6 @@ log = logging.getLogger(__name__)
 ROWS_TYPES = frozenset({23, 24, 25, 30, 31, 32})
 Q_LIZARD_BYTE = bytes([decode.Q_LIZARD_COMMIT_GCN])
 _QUERY_DB_STATUS = decode.QUERY_DB_STATUS.unpack_from
-_tuple_new = tuple.__new__
-
-
-def _pos(file: str, offset: int) -> Pos:
-    return _tuple_new(Pos, (file, offset))  # Pos(file, offset) without the NamedTuple __new__ cost
 _WRITE_ROWS = (23, 30)
 _QUERY, _XID, _TABLE_MAP, _ROWS_QUERY = 2, 16, 19, 29
 _XA_PREPARE, _SEQUENCE, _GCN = 38, 80, 105
@@ -75,6 +70,11 @@ for _t, _k in ((_QUERY, _K_QUERY), (_GCN, _K_GCN), (_TABLE_MAP, _K_TABLE_MAP), (
     _KIND_OF[_t] = _k
 for _t in _UNSUPPORTED:
     _KIND_OF[_t] = _K_BAD
+_tuple_new = tuple.__new__
+
+
+def _pos(file: str, offset: int) -> Pos:
+    return _tuple_new(Pos, (file, offset))  # Pos(file, offset) without the NamedTuple __new__ cost
 
 
 class Assembler:
