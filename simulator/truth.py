@@ -91,7 +91,7 @@ class TruthBuilder:
                     del rows[before[pk]]
                     images.append(values(schema, before))
             change = {"op": op.kind, "db": op.db_name, "table": op.table_name, "trace": op.trace,
-                      "dn": f"dn{op.shard.dn}", "phys_db": op.shard.db, "phys_table": op.pt.name}
+                      "dn": f"dn{op.shard.dn}", "phys_db": op.shard.db, "phys_table": op.phys_table}
             if op.move:
                 change["move"] = True
             # In a DDL window the shard's columns differ from the logical ones: say how.

@@ -15,7 +15,7 @@ class PhysOp:
     ``rows``: insert → [after], delete → [before], update → [(before, after)] (full images)."""
 
     __slots__ = ("seq", "subseq", "shard", "pt", "kind", "rows", "table", "db_name", "table_name",
-                 "move")
+                 "move", "phys_table")
 
     def __init__(self, seq: int, subseq: int, shard: Shard, pt: PhysTable, kind: str,
                  table: LogicalTable | None, db_name: str, table_name: str) -> None:
@@ -23,6 +23,8 @@ class PhysOp:
         self.subseq = subseq
         self.shard = shard
         self.pt = pt
+        # The physical name in force when the statement ran: a later RENAME renames ``pt`` itself.
+        self.phys_table = pt.name
         self.kind = kind
         self.rows: list[Any] = []
         self.table = table

@@ -34,10 +34,9 @@ def op_of(type_code: int) -> str:
     return "delete"
 
 
-def statements(g: GlobalTxn) -> list[tuple[str, str, str]]:
-    """(trace, phys db, op) per rows event of the merged transaction, in output order. (The
-    physical table name is left out: the truth names a renamed table by its final name.)"""
-    return [(b.trace_id, b.db, op_of(e.type_code)) for b in g.blocks for e in b.rows_events]
+def statements(g: GlobalTxn) -> list[tuple[str, str, str, str]]:
+    """(trace, phys db, phys table, op) per rows event of the merged transaction, in output order."""
+    return [(b.trace_id, b.db, b.table, op_of(e.type_code)) for b in g.blocks for e in b.rows_events]
 
 
 def dedup(seq: list) -> list:
@@ -64,14 +63,14 @@ def check_against_truth(root: Path) -> dict[str, int]:
             assert len(g.branches) == 1 and not g.is_tso and g.dns == t["dns"]
         if t["kind"] != "dml":
             continue
-        want = dedup([(c["trace"], c["phys_db"], c["op"]) for c in t["changes"]])
+        want = dedup([(c["trace"], c["phys_db"], c["phys_table"], c["op"]) for c in t["changes"]])
         got = dedup(statements(g))
         assert got == want, t["vtso"]
         # split-key moves: (delete on the old DN, insert on the new) pairs, in the truth's order
         mv = [k for k, c in enumerate(t["changes"]) if c.get("move")]
         for a, b in zip(mv[0::2], mv[1::2], strict=True):
             moves += 1
-            assert a < b and got[a][2] == "delete" and got[b][2] == "insert", t["vtso"]
+            assert a < b and got[a][3] == "delete" and got[b][3] == "insert", t["vtso"]
     return {"txns": len(merged), "moves": moves}
 
 
