@@ -508,7 +508,7 @@ def test_json_round_trip_and_independent_reader(value: object) -> None:
     doc = encode_json(value)
     expected = JSON_NULL if value is None else value
     assert decode_json(doc) == expected
-    json_binary = pytest.importorskip("pymysqlreplication.json_binary")
+    from pymysqlreplication import json_binary
     if value is not None:
         assert json_binary.parse_json(doc[0], doc[1:]) == _as_python_mysql_replication(value)
 

@@ -38,7 +38,6 @@ GTRID = b"drds-1881c1536f401000@9d11c57d194702f4"
 BQUAL = b"D1_P00000_GROUP@0000"
 XID_CLAUSE = b"X'" + GTRID.hex().encode() + b"',X'" + BQUAL.hex().encode() + b"',1"
 
-pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(), reason="shared/real-dn-binlogs not present")
 
 
 def hand_walk(data: bytes) -> list[tuple[int, int, int]]:
