@@ -59,6 +59,7 @@ import construct as cs
 
 from binlog.constants import ROWS_TYPES, EventType, GcnFlag
 from binlog.errors import BinlogError, MalformedEvent
+from binlog.lenenc import PackedInt
 from binlog.query_status import (
     StatusVars,
     StatusVarsBlock,
@@ -262,36 +263,6 @@ class Trailing(cs.Subconstruct):
         return self.subcon._build(obj, stream, context, path)
 
 
-class PackedInt(cs.Construct):
-    """MySQL ``net_field_length_ll``: <251 in one byte, else 0xfc+2, 0xfd+3, 0xfe+8 bytes."""
-
-    def _parse(self, stream: Any, context: Any, path: str) -> int:
-        first = cs.stream_read(stream, 1, path)[0]
-        if first < 251:
-            return first
-        width = {252: 2, 253: 3, 254: 8}.get(first)
-        if width is None:
-            raise cs.ConstructError(f"packed integer prefix {first:#x}", path=path)
-        return int.from_bytes(cs.stream_read(stream, width, path), "little")
-
-    def _build(self, obj: int, stream: Any, context: Any, path: str) -> int:
-        data = _packed_int(obj)
-        cs.stream_write(stream, data, len(data), path)
-        return obj
-
-
-def _packed_int(value: int) -> bytes:
-    if value < 0:
-        raise ValueError(f"packed integer {value} < 0")
-    if value < 251:
-        return bytes([value])
-    if value < 1 << 16:
-        return b"\xfc" + value.to_bytes(2, "little")
-    if value < 1 << 24:
-        return b"\xfd" + value.to_bytes(3, "little")
-    return b"\xfe" + value.to_bytes(8, "little")
-
-
 class _Bytes(cs.Adapter):
     """Bytes field that also accepts str (UTF-8) when building."""
 
@@ -491,7 +462,7 @@ Gtid = cs.Struct(
         lambda c: None if c._imm_ts is None else c._imm_ts & ~_COMMIT_TS_FLAG),
     "original_commit_timestamp" / cs.If(
         lambda c: c._imm_ts is not None and c._imm_ts & _COMMIT_TS_FLAG, Int56ul),
-    "transaction_length" / cs.If(lambda c: c._imm_ts is not None, Trailing(PackedInt(), 1)),
+    "transaction_length" / cs.If(lambda c: c._imm_ts is not None, Trailing(PackedInt, 1)),
     "_imm_version" / cs.Rebuild(
         cs.If(lambda c: c.transaction_length is not None, Trailing(cs.Int32ul)), _immediate_version),
     "immediate_server_version" / cs.Computed(

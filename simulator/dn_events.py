@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 
 from binlog.constants import GcnFlag
+from binlog.lenenc import pack_int
 
 # -- QUERY ------------------------------------------------------------------------------------------
 # The status variables a DN 8.0 writes (code order as MySQL writes them; MariaDB's reader knows
@@ -60,14 +61,7 @@ LT_TYPE_LOGICAL_CLOCK = 2
 SERVER_VERSION_ID = 80032
 
 
-def net_field_length(n: int) -> bytes:
-    if n < 251:
-        return bytes([n])
-    if n < 1 << 16:
-        return b"\xfc" + n.to_bytes(2, "little")
-    if n < 1 << 24:
-        return b"\xfd" + n.to_bytes(3, "little")
-    return b"\xfe" + n.to_bytes(8, "little")
+net_field_length = pack_int   # MySQL's name for a length-encoded integer
 
 
 def gtid_payload(sid: bytes, gno: int, last_committed: int, sequence_number: int,
