@@ -1,0 +1,65 @@
+"""The shaper's output: ``LogicalTxn``, one transaction of the logical database in global order.
+
+This is the contract between ``schema_shaper`` (which fills it) and ``dumper`` (which writes it).
+Payloads are event bodies without the 19-byte header and without the CRC: the dumper writes the
+header (timestamp, server id, log_pos) and the checksum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from merger.model import GlobalTxn
+
+
+class LogicalKind(StrEnum):
+    DML = "dml"              # BEGIN, blocks, XID, CTS marker
+    DDL = "ddl"              # one logical QUERY event, CTS marker
+    HEARTBEAT = "heartbeat"  # written only when the dumper decides (TSO second % 30 == 0)
+    NONE = "none"            # nothing to write (physical DDL, instruction, system tables only):
+    #                          still yielded so runners can checkpoint past it
+
+
+@dataclass(slots=True)
+class LogicalBlock:
+    """One TABLE_MAP and its rows events, already in logical form.
+
+    ``table_map`` is the TABLE_MAP payload with the logical db/table and the output table id;
+    ``rows`` are ``(event type, payload)`` with the same table id. ``hint`` is the ``/*DRDS … */``
+    text that goes in a ROWS_QUERY before the table map (the dumper appends the ``# CTS::`` line to
+    the first block's hint, or writes one with only that line when the first block has none).
+    """
+
+    db: str
+    table: str
+    table_map: bytes
+    rows: list[tuple[int, bytes]]
+    hint: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class LogicalTxn:
+    vtso: str
+    kind: LogicalKind
+    blocks: list[LogicalBlock] = field(default_factory=list)
+    # DDL: the whole QUERY payload (status vars, logical db, ``# POLARX_*`` lines + MySQL DDL).
+    query: bytes | None = None
+    # DDL: the logical db and the MySQL-compatible statement, for people and for verify.
+    db: str | None = None
+    sql: str | None = None
+    server_id: int | None = None
+    archive: bool = False
+    # The GlobalTxn it came from (branches carry DN positions for checkpoints).
+    source: GlobalTxn | None = None
+
+    @property
+    def tso(self) -> int:
+        """The TSO the event timestamps come from: the commit TSO, or for a non-TSO txn the DN's
+        max TSO (the vtso's first 19 digits are exactly that in both cases)."""
+        return int(self.vtso[:19])
+
+    @property
+    def timestamp(self) -> int:
+        """Event header timestamp in seconds: ``tso >> 22`` is milliseconds (§3.3)."""
+        return (self.tso >> 22) // 1000
