@@ -1,0 +1,133 @@
+"""Server configuration: a dataclass, filled from a TOML file and/or command-line options.
+
+TOML (top level or a ``[serve]`` table)::
+
+    dir = "/data/global"          # directory of binlog files (base name from its *.index)
+    host = "127.0.0.1"
+    port = 3307
+    server_id = 1                 # must differ from every replica's server_id
+    server_uuid = "…"             # default derived from server_id
+    version = "5.7.44-log"        # handshake and SELECT VERSION(); must start with 5. or 10.
+    admin = ["admin"]             # users allowed to PURGE BINARY LOGS
+    heartbeat_period = 0          # seconds; used when a client does not set @master_heartbeat_period
+    poll_interval = 0.05          # seconds between size checks of a growing file
+    write_buffer = 4194304        # bytes buffered per connection before waiting for the client
+    binlog_row_metadata = "FULL"  # what SHOW VARIABLES reports (pmr names columns only with FULL)
+    gtid_mode = "OFF"
+
+    [users]                       # or serve.users; name = "password" or name = "*<41-char hash>"
+    repl = "replpw"
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from dumper.server.protocol import native_password_hash
+
+DEFAULT_VERSION = "5.7.44-log"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run (no users, bad version string, unknown key)."""
+
+
+@dataclass
+class ServerConfig:
+    dir: Path = Path(".")
+    host: str = "127.0.0.1"
+    port: int = 0                      # 0: any free port (tests read BinlogServer.port)
+    users: dict[str, str] = field(default_factory=dict)   # name -> password (or "*HASH")
+    admins: frozenset[str] = frozenset()
+    server_id: int = 1
+    server_uuid: str | None = None
+    version: str = DEFAULT_VERSION
+    heartbeat_period: float = 0.0      # default period when the client sets none; 0 = no heartbeats
+    poll_interval: float = 0.05
+    write_buffer: int = 4 << 20
+    read_chunk: int = 1 << 20
+    binlog_row_metadata: str = "FULL"
+    gtid_mode: str = "OFF"
+    handshake_timeout: float = 10.0
+    base: str | None = None            # binlog base name; default: from the directory's *.index
+
+    def __post_init__(self) -> None:
+        self.dir = Path(self.dir)
+        self.admins = frozenset(self.admins)
+
+    def validate(self) -> ServerConfig:
+        if not self.users:
+            raise ConfigError("no users configured: the server never accepts anonymous clients "
+                              "(give --user NAME:PASSWORD or [users] in the config)")
+        if "" in self.users:
+            raise ConfigError("a user needs a non-empty name")
+        unknown_admins = self.admins - set(self.users)
+        if unknown_admins:
+            raise ConfigError(f"admin user(s) not among the users: {', '.join(sorted(unknown_admins))}")
+        major = self.version.split(".", 1)[0]
+        if not (major.isdigit() and int(major) in (5, 10)):
+            # mariadb-binlog 10.11 refuses other majors; MariaDB replicas try GTIDs at >= 10.
+            raise ConfigError(f"version {self.version!r} must start with '5.' or '10.'")
+        if not 0 < self.server_id < 1 << 32:
+            raise ConfigError("server_id must be in 1..4294967295 (replicas refuse a master id of 0)")
+        return self
+
+    @property
+    def uuid(self) -> str:
+        return self.server_uuid or f"00000000-0000-4000-8000-{self.server_id:012x}"
+
+    def password_hashes(self) -> dict[str, bytes]:
+        """name -> SHA1(SHA1(password)) (b"" for an empty password)."""
+        out = {}
+        for name, pw in self.users.items():
+            if len(pw) == 41 and pw.startswith("*"):
+                out[name] = bytes.fromhex(pw[1:])
+            else:
+                out[name] = native_password_hash(pw) if pw else b""
+        return out
+
+
+_KEYS = {"dir", "host", "port", "users", "admin", "admins", "server_id", "server_uuid", "version",
+         "heartbeat_period", "poll_interval", "write_buffer", "read_chunk", "binlog_row_metadata",
+         "gtid_mode", "handshake_timeout", "base"}
+
+
+def parse_user(text: str) -> tuple[str, str]:
+    """``NAME:PASSWORD`` (the password may contain ':'; an empty one is allowed)."""
+    name, sep, password = text.partition(":")
+    if not sep or not name:
+        raise ConfigError(f"user {text!r}: expected NAME:PASSWORD")
+    return name, password
+
+
+def load_config(path: str | os.PathLike, **overrides: object) -> ServerConfig:
+    """Read a TOML file (keys at top level or under ``[serve]``); ``overrides`` win when not None."""
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    section = data.get("serve", data)
+    if "users" not in section and "users" in data:
+        section = {**section, "users": data["users"]}
+    unknown = set(section) - _KEYS - {"serve"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
+    kwargs: dict = {k: v for k, v in section.items() if k in _KEYS and k not in ("users", "admin", "admins")}
+    users = section.get("users", {})
+    if isinstance(users, list):
+        users = dict(parse_user(u) for u in users)
+    kwargs["users"] = {str(k): str(v) for k, v in users.items()}
+    admins = section.get("admins", section.get("admin", []))
+    kwargs["admins"] = frozenset([admins] if isinstance(admins, str) else admins)
+    cfg = ServerConfig(**kwargs)
+    return apply_overrides(cfg, **overrides)
+
+
+def apply_overrides(cfg: ServerConfig, **overrides: object) -> ServerConfig:
+    changes = {k: v for k, v in overrides.items() if v is not None and v != () and v != {}}
+    if "users" in changes:
+        changes["users"] = {**cfg.users, **changes["users"]}
+    if "admins" in changes:
+        changes["admins"] = frozenset(cfg.admins) | frozenset(changes["admins"])
+    return replace(cfg, **changes)
