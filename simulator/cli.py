@@ -39,7 +39,8 @@ class _OneLineErrors(click.Command):
 @click.option("--workload", required=True, type=click.Choice(WORKLOADS),
               help="bank, drift, ddl, mixed, scale (one DN joins mid-run) or all")
 @click.option("--dns", type=int, default=4, show_default=True, help="DNs at the start")
-@click.option("--txns", type=int, default=1000, show_default=True, help="client transactions")
+@click.option("--txns", type=int, default=None,
+              help="client transactions [default: 1000; live: --tps × --duration, else unbounded]")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--hole-rate", type=float, default=0.3, show_default=True,
               help="chance that a branch commit is delayed so later TSOs overtake it on its DN")
@@ -53,10 +54,33 @@ class _OneLineErrors(click.Command):
               help="write X-Paxos consensus events as X-Cluster DNs do")
 @click.option("--no-truth", is_flag=True, help="skip truth.json (faster, for big benchmark inputs)")
 @click.option("--force", is_flag=True, help="replace --out if it exists")
-def simulate_command(workload: str, dns: int, txns: int, seed: int, hole_rate: float, out: str,
+@click.option("--live", is_flag=True,
+              help="real time: DN binlogs grow as the workload runs (TSOs carry wall-clock ms), "
+                   "heartbeats every 200 ms, until --duration/--txns are done or SIGINT/SIGTERM")
+@click.option("--duration", type=float, default=None, help="live: seconds of workload")
+@click.option("--serve", is_flag=True,
+              help="live: serve each DN directory over the replication protocol (one port per DN, "
+                   "listed in OUT/cluster.json) until SIGINT/SIGTERM")
+@click.option("--host", default="127.0.0.1", show_default=True, help="--serve: listen address")
+@click.option("--port", type=int, default=0, show_default=True,
+              help="--serve: DN i listens on PORT+i (0: any free port)")
+@click.option("--user", default="gbinlog", show_default=True, help="--serve: replication user")
+@click.option("--password", default="gbinlog", show_default=True, help="--serve: its password")
+def simulate_command(workload: str, dns: int, txns: int | None, seed: int, hole_rate: float, out: str,
                      sessions: int, tps: int, max_file_size: int, consensus: bool, no_truth: bool,
-                     force: bool) -> None:
+                     force: bool, live: bool, duration: float | None, serve: bool, host: str, port: int,
+                     user: str, password: str) -> None:
     """Write the binlogs of a simulated PolarDB-X cluster's DNs, and the truth to check against."""
+    if live or serve or duration is not None:
+        from simulator.live_cli import run_live
+        if not live:
+            _fail("--serve and --duration need --live")
+        run_live(workload=workload, dns=dns, txns=txns, seed=seed, hole_rate=hole_rate, out=out,
+                 sessions=sessions, tps=tps, max_file_size=max_file_size, consensus=consensus,
+                 truth=not no_truth, force=force, duration=duration, serve=serve, host=host, port=port,
+                 user=user, password=password)
+        return
+    txns = 1000 if txns is None else txns
     summary = simulate(workload, dns, txns, seed, out, hole_rate=hole_rate, sessions=sessions, tps=tps,
                        consensus=consensus, max_file_size=max_file_size, truth=not no_truth, force=force)
     stats = summary["stats"]

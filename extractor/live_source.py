@@ -1,0 +1,384 @@
+"""A live DN source: the DN's binlog over the replication protocol (DESIGN.md §3, issue 7).
+
+``ReplicationSource`` connects to a DN (or any MySQL-protocol binlog server) the way a replica
+does, with python-mysql-replication's ``BinLogStreamReader`` doing the connection work (handshake,
+checksum negotiation, heartbeat period, COM_REGISTER_SLAVE, COM_BINLOG_DUMP from a file and
+position). Its event decoding is bypassed: the packets are taken raw, so every event reaches the
+assembler as the exact bytes the DN wrote (``Event.raw``) for pass-through, and the DN's own event
+types (GCN 105, SEQUENCE 80, consensus 101–104) need no decoder registration.
+
+It yields ``(file name, events)`` like ``DirSource``: the stream's fake ROTATE names the file,
+events carry their position in it (``log_pos - event_size``), a real ROTATE ends a file and the
+next fake ROTATE starts the next one. Every event's size and CRC32 (when the FDE says so) is
+checked, as in ``read_events``; positions never go back (a server may skip events it filters).
+
+Network errors, an end-of-stream packet or a stopped server are retried: reconnect with
+exponential backoff (``backoff_initial`` doubling up to ``backoff_max``) and resume at the end of
+the last event handed out, so the assembler sees each event exactly once. Errors that a retry
+cannot fix (bad password, ERR 1236 for an unknown file/position, corrupt events) raise
+``LiveSourceError`` naming the DN, file and offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pymysql
+from pymysqlreplication import BinLogStreamReader
+
+from binlog.constants import CRC_LEN, HEADER_LEN, MAX_EVENT_SIZE, EventFlag
+from binlog.errors import BinlogError
+from binlog.event import Event, FormatContext
+from binlog.header import HEADER_STRUCT
+from binlog.reader import context_from_fde
+from extractor.source import DnSource, FileEvents
+
+log = logging.getLogger(__name__)
+
+_FDE, _ROTATE, _STOP, _HEARTBEAT = 15, 4, 3, 27
+_ARTIFICIAL = EventFlag.ARTIFICIAL
+_CRC_RESIDUE = 0x2144DF1C
+_unpack_header = HEADER_STRUCT.unpack_from
+# Server errors no reconnect can fix: access denied, unknown db/user, bad binlog position/file.
+FATAL_SERVER_ERRORS = frozenset({1044, 1045, 1049, 1227, 1236, 1251, 1698})
+
+
+class LiveSourceError(Exception):
+    """A DN stream that cannot go on: ``dn``, ``file`` and ``offset`` say where."""
+
+    def __init__(self, message: str, *, dn: str, file: str | None = None, offset: int | None = None) -> None:
+        self.message, self.dn, self.file, self.offset = message, dn, file, offset
+        where = f"DN {dn}"
+        if file:
+            where += f": {file}"
+        if offset is not None:
+            where += f": offset {offset}"
+        super().__init__(f"{where}: {message}")
+
+
+class _Reconnect(Exception):
+    """The connection broke (or the server ended the stream): reconnect and resume."""
+
+
+class _RawBinlogStream(BinLogStreamReader):
+    """``BinLogStreamReader`` for its connection set-up only; packets are read raw."""
+
+    def open(self) -> None:
+        # The library's own connect sequence (pinned mysql-replication==1.0.17): SET NAMES,
+        # SHOW GLOBAL VARIABLES LIKE 'BINLOG_CHECKSUM', SET @master_binlog_checksum,
+        # @master_heartbeat_period, @mariadb_slave_capability, COM_REGISTER_SLAVE, COM_BINLOG_DUMP.
+        self._BinLogStreamReader__connect_to_stream()
+
+    @property
+    def checksum(self) -> bool:
+        """Whether we told the server we handle CRC32 (so its first fake ROTATE carries one)."""
+        return bool(self._BinLogStreamReader__use_checksum)
+
+    @property
+    def conn(self) -> pymysql.connections.Connection:
+        return self._stream_connection
+
+    def read_raw(self) -> bytes | None:
+        """One stream packet's payload (``0x00`` + event), or None at end of stream (EOF packet)."""
+        pkt = self._stream_connection._read_packet()
+        if pkt.is_eof_packet():
+            return None
+        return pkt.get_all_data()
+
+
+class ReplicationSource(DnSource):
+    """DN ``dn_id`` read over the replication protocol from ``start_file``:``start_pos``.
+
+    ``start_file=None`` starts at the first file the server lists. ``should_stop()`` is checked
+    between packets; ``stop()`` (any thread) also breaks a blocking read. ``heartbeat`` asks the
+    server for a heartbeat every so many seconds while idle, so a dead link is noticed within
+    ``read_timeout``. Attributes for status: ``state``, ``file``, ``pos`` (end of the last event
+    handed out), ``last_event_at`` (monotonic), ``events``, ``bytes``, ``reconnects``, ``gaps``, ``last_error``.
+    """
+
+    def __init__(self, dn_id: str, host: str, port: int, user: str, password: str = "", *,
+                 start_file: str | None = None, start_pos: int = 4, server_id: int = 4_200_000,
+                 heartbeat: float = 0.5, read_timeout: float = 5.0, connect_timeout: float = 5.0,
+                 backoff_initial: float = 0.1, backoff_max: float = 5.0,
+                 should_stop: Callable[[], bool] | None = None,
+                 on_state: Callable[[ReplicationSource], None] | None = None) -> None:
+        self.dn_id = dn_id
+        self.host, self.port, self.user, self.password = host, port, user, password
+        self.server_id = server_id
+        self.heartbeat = heartbeat
+        self.read_timeout = max(read_timeout, 3 * heartbeat)
+        self.connect_timeout = connect_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.should_stop = should_stop or (lambda: False)
+        self.on_state = on_state
+        self.on_idle: Callable[[], None] | None = None
+        self.file: str = start_file or ""
+        self.pos: int = start_pos if start_file else 4
+        self.state = "new"
+        self.last_error: str | None = None
+        self.last_event_at = 0.0
+        self.events = 0
+        self.bytes = 0
+        self.reconnects = 0
+        self.gaps = 0                            # events the server left out (filtered)
+        self._stream: _RawBinlogStream | None = None
+        self._stopped = threading.Event()
+        self._ctx = FormatContext(source=f"{dn_id}")
+        self._pending_file: str | None = None   # named by a fake ROTATE, not started yet
+        self._ctx_known = False                  # an FDE of the current file was seen
+        self._fresh = False                      # nothing read yet on this connection
+        self._lock = threading.Lock()
+
+    # -- control ----------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """End ``files()`` soon (from any thread): the blocking read is broken by closing the socket."""
+        self._stopped.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            sock = getattr(stream.conn, "_sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _is_stopped(self) -> bool:
+        return self._stopped.is_set() or self.should_stop()
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        if self.on_state is not None:
+            self.on_state(self)
+
+    def _where(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    # -- connection -------------------------------------------------------------------------------
+    def _connect(self) -> _RawBinlogStream:
+        settings: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user,
+                                    "passwd": self.password, "connect_timeout": self.connect_timeout,
+                                    "read_timeout": self.read_timeout}
+        stream = _RawBinlogStream(settings, server_id=self.server_id, blocking=True, resume_stream=True,
+                                  log_file=self.file, log_pos=self.pos, slave_heartbeat=self.heartbeat,
+                                  enable_logging=False)
+        stream.open()
+        return stream
+
+    def _close(self) -> None:
+        with self._lock:
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            try:
+                stream.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection may fail any way
+                pass
+
+    def _ensure_connected(self) -> bool:
+        """Connect (with backoff on errors) unless stopped; False when stopped."""
+        delay = self.backoff_initial
+        while not self._is_stopped():
+            if self._stream is not None:
+                return True
+            self._set_state("connecting")
+            try:
+                stream = self._connect()
+            except pymysql.err.MySQLError as exc:
+                code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+                msg = exc.args[1] if len(exc.args) > 1 else str(exc)
+                if code in FATAL_SERVER_ERRORS:
+                    self._set_state("failed")
+                    raise LiveSourceError(f"{self._where()} refused: ({code}) {msg}", dn=self.dn_id,
+                                          file=self.file or None, offset=self.pos) from None
+                self.last_error = f"({code}) {msg}" if code else msg
+            except OSError as exc:
+                self.last_error = exc.strerror or str(exc)
+            else:
+                with self._lock:
+                    self._stream = stream
+                self._fresh = True
+                if self._stopped.is_set():
+                    self._close()
+                    return False
+                self._set_state("streaming")
+                return True
+            self.reconnects += 1
+            self._set_state("backoff")
+            log.warning("DN %s: %s: %s; retrying in %.1f s", self.dn_id, self._where(), self.last_error, delay)
+            if self._stopped.wait(delay):
+                return False
+            delay = min(delay * 2, self.backoff_max)
+        return False
+
+    def _packet(self) -> bytes:
+        """The next event (raw) from the stream; raises ``_Reconnect`` on a broken connection."""
+        stream = self._stream
+        try:
+            data = stream.read_raw()
+        except pymysql.err.MySQLError as exc:
+            code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+            msg = exc.args[1] if len(exc.args) > 1 else str(exc)
+            if code in FATAL_SERVER_ERRORS:
+                raise LiveSourceError(f"{self._where()}: ({code}) {msg}", dn=self.dn_id, file=self.file,
+                                      offset=self.pos) from None
+            raise _Reconnect(f"({code}) {msg}" if code else msg) from None
+        except (OSError, AttributeError, struct.error) as exc:  # AttributeError: socket closed by stop()
+            raise _Reconnect(str(exc) or type(exc).__name__) from None
+        if data is None:
+            raise _Reconnect("server ended the stream (EOF packet)")
+        if not data or data[0] != 0:
+            raise _Reconnect(f"unexpected packet {bytes(data[:8]).hex()}")
+        return data[1:]
+
+    # -- events -----------------------------------------------------------------------------------
+    def files(self) -> Iterator[FileEvents]:
+        """``(file, events)`` in stream order until stopped (a live DN never ends by itself)."""
+        try:
+            while not self._is_stopped():
+                name = self._next_file()
+                if name is None:
+                    return
+                yield name, self._events(name)
+        finally:
+            self._close()
+            self._set_state("stopped")
+
+    def _next_file(self) -> str | None:
+        """The file the stream continues with: named by a fake ROTATE (read here if needed)."""
+        if self._pending_file is not None:
+            name, self._pending_file = self._pending_file, None
+            return name
+        while not self._is_stopped():
+            if not self._ensure_connected():
+                return None
+            try:
+                raw = self._packet()
+            except _Reconnect as exc:
+                self._lost(str(exc))
+                continue
+            rotated = self._fake_rotate(raw)
+            self._fresh = False
+            if rotated is not None:
+                return rotated[0]
+            raise LiveSourceError(f"stream starts with event type {raw[4] if len(raw) > 4 else '?'}, "
+                                  "not a ROTATE naming the file", dn=self.dn_id, file=self.file or None,
+                                  offset=self.pos)
+        return None
+
+    def _lost(self, why: str) -> None:
+        self._close()
+        if self._is_stopped():
+            return
+        self.last_error = why
+        self.reconnects += 1
+        self._set_state("backoff")
+        log.warning("DN %s: %s: connection lost (%s); resuming at %s:%d", self.dn_id, self._where(), why,
+                    self.file or "(first file)", self.pos)
+        self._stopped.wait(self.backoff_initial)
+
+    def _fake_rotate(self, raw: bytes) -> tuple[str, int] | None:
+        """(file, position) of a ROTATE that starts a file in the stream, else None."""
+        if len(raw) < HEADER_LEN + 8 or raw[4] != _ROTATE:
+            return None
+        h = _unpack_header(raw, 0)
+        if h[0] != 0 and not h[5] & _ARTIFICIAL:
+            return None  # a real ROTATE: the end of the current file
+        end = len(raw)
+        # A connection's first fake ROTATE carries a CRC iff we asked for CRC32; later ones
+        # (file switches) follow the FDE of the file before (reference: replication-protocol §4.1).
+        if self._fresh or not self._ctx_known:
+            crc = self._stream is not None and self._stream.checksum
+        else:
+            crc = self._ctx.checksum
+        if crc:
+            end -= CRC_LEN
+        position = int.from_bytes(raw[HEADER_LEN:HEADER_LEN + 8], "little")
+        name = raw[HEADER_LEN + 8:end].decode("utf-8", "replace")
+        return name, position
+
+    def _events(self, name: str) -> Iterator[Event]:
+        """Events of ``name`` from ``self.pos`` until the stream moves to another file or stops."""
+        if name != self.file:
+            self.file, self.pos = name, 4
+            self._ctx_known = False
+        self._ctx = FormatContext(source=f"{self.dn_id}/{name}", table_maps=self._ctx.table_maps) \
+            if not self._ctx_known else self._ctx
+        while not self._is_stopped():
+            if not self._ensure_connected():
+                return
+            try:
+                raw = self._packet()
+            except _Reconnect as exc:
+                self._lost(str(exc))
+                continue
+            ev = self._event(raw)
+            self._fresh = False
+            if ev is None:
+                if self._pending_file is not None:
+                    return
+                continue
+            self.pos = ev.pos + ev.h[3]
+            self.events += 1
+            self.bytes += ev.h[3]
+            self.last_event_at = time.monotonic()
+            yield ev
+
+    def _event(self, raw: bytes) -> Event | None:
+        """Check one event; None for stream-only events (fake ROTATE, heartbeat, a patched FDE,
+        events before the resume position)."""
+        size = len(raw)
+        if size < HEADER_LEN:
+            raise self._bad(f"event of {size} bytes is shorter than a header")
+        h = _unpack_header(raw, 0)
+        if h[3] != size or size > MAX_EVENT_SIZE:
+            raise self._bad(f"event size {h[3]} in its header, {size} bytes received")
+        type_code = h[1]
+        if type_code == _HEARTBEAT:
+            if self.on_idle is not None:
+                self.on_idle()
+            return None
+        if type_code == _ROTATE:
+            rotated = self._fake_rotate(raw)
+            if rotated is not None:
+                fname, position = rotated
+                if fname != self.file:
+                    self._pending_file = fname
+                elif position != self.pos:
+                    raise self._bad(f"server resumed at {position}, expected {self.pos}")
+                return None
+        if type_code == _FDE:
+            pos = h[4] - size if h[4] else None
+            try:
+                self._ctx = context_from_fde(raw, self._ctx, pos or 4)
+            except BinlogError as exc:
+                raise self._bad(exc.message) from None
+            self._ctx_known = True
+            if pos is None or pos < self.pos:
+                return None  # the FDE a server sends when starting mid-file, or already handed out
+            return Event(pos, h, raw, self._ctx)
+        if self._ctx.checksum and zlib.crc32(raw) != _CRC_RESIDUE:
+            raise self._bad(f"CRC32 mismatch in event type {type_code}", h[4] - size)
+        if not h[4]:
+            if h[5] & _ARTIFICIAL:
+                return None
+            raise self._bad(f"event type {type_code} without a position (log_pos 0)")
+        pos = h[4] - size
+        if pos < self.pos:
+            return None  # already handed out before a reconnect
+        if pos != self.pos:
+            # A server may leave out events it filters (MariaDB masters skip ANNOTATE_ROWS unless
+            # asked); positions stay those of the file, so the gap is harmless for restarts.
+            self.gaps += 1
+        return Event(pos, h, raw, self._ctx)
+
+    def _bad(self, message: str, offset: int | None = None) -> LiveSourceError:
+        return LiveSourceError(message, dn=self.dn_id, file=self.file, offset=self.pos if offset is None else offset)
+

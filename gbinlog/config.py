@@ -1,0 +1,357 @@
+"""``cluster.toml``: the configuration of ``gbinlog run`` (and ``status``), parsed strictly.
+
+Every table and key is declared once as a dataclass field; anything else (a typo, a key in the
+wrong table, a value of the wrong type, a DN with neither an address nor a directory) is a
+``ConfigError`` with one line naming the file and the key, and the CLI exits 2. Relative paths are
+relative to the config file's directory. Example::
+
+    metadb = "sqlite:///var/lib/gbinlog/meta.db"   # optional: default <output.dir>/meta.db
+
+    [output]
+    dir = "/var/lib/gbinlog"        # binlog.NNNNNN, binlog.index, state.json, status.json
+    rotate_size = "500MB"           # bytes, or a number with KB/MB/GB
+
+    [server]                        # the replication endpoint replicas attach to
+    host = "127.0.0.1"
+    port = 3307
+    users = [{ name = "repl", password = "replpw" },
+             { name = "admin", password = "adminpw", admin = true }]
+
+    [heartbeat]
+    interval_ms = 200               # the cluster's TSO heartbeat period
+    stall_ms = 5000                 # a DN silent this long is reported as stalled
+
+    [metrics]
+    port = 9108                     # Prometheus /metrics; 0 = off
+
+    [[dn]]
+    id = "dn0"                      # the storage instance id
+    host = "10.0.0.1"
+    port = 3306
+    user = "cdc"
+    password = "..."
+
+    [[dn]]
+    id = "dn1"
+    dir = "/data/dn1/binlog"         # or follow a binlog directory
+
+    [[dn]]
+    id = "dn2"
+    host = "10.0.0.3"
+    port = 3306
+    user = "cdc"
+    password = "..."
+    standby = true                  # joins when a StorageInstChange instruction lists it
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_SERVER_VERSION = "5.7.44-log"
+DEFAULT_ROTATE_SIZE = 500 * 1024 * 1024     # reference §6.1: binlog_file_size 524288000
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_DN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class ConfigError(Exception):
+    """A bad configuration: ``str()`` is one line naming the file and what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class DnConfig:
+    """One DN: over the replication protocol (host/port/user/password) or a binlog directory."""
+
+    id: str
+    host: str | None = None
+    port: int = 3306
+    user: str | None = None
+    password: str = ""
+    dir: Path | None = None
+    standby: bool = False        # not read until a StorageInstChange instruction lists it
+    poll_ms: int = 100           # dir DNs: how often a followed file is polled
+
+    @property
+    def is_remote(self) -> bool:
+        return self.host is not None
+
+    def describe(self) -> str:
+        return f"{self.host}:{self.port}" if self.is_remote else str(self.dir)
+
+
+@dataclass(frozen=True, slots=True)
+class UserConfig:
+    name: str
+    password: str = ""
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 3307             # 0: no endpoint (files only)
+    server_id: int = 1           # the endpoint's server id (a replica's must differ)
+    version: str = DEFAULT_SERVER_VERSION
+    users: tuple[UserConfig, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OutputConfig:
+    dir: Path
+    rotate_size: int = DEFAULT_ROTATE_SIZE
+    server_version: str = DEFAULT_SERVER_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatConfig:
+    interval_ms: int = 200       # what the cluster's heartbeat timer does (reference §4.4)
+    stall_ms: int = 5000         # a DN with no new transaction for this long is "stalled"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    host: str = "127.0.0.1"
+    port: int = 0                # 0: no metrics endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class SourceConfig:
+    """How DNs are read over the replication protocol."""
+
+    server_id: int = 4_200_000   # our server id towards the DNs (COM_BINLOG_DUMP)
+    connect_timeout_s: float = 5.0
+    backoff_initial_ms: int = 100
+    backoff_max_ms: int = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    dn: tuple[DnConfig, ...]
+    output: OutputConfig
+    server: ServerConfig = field(default_factory=ServerConfig)
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    source: SourceConfig = field(default_factory=SourceConfig)
+    metadb: str | None = None    # meta store URL (sqlite:///path or mysql://…); default <out>/meta.db
+    path: Path | None = None     # the file it was read from (not a key)
+
+    @property
+    def active_dns(self) -> list[DnConfig]:
+        return [d for d in self.dn if not d.standby]
+
+    def dn_by_id(self, dn_id: str) -> DnConfig | None:
+        return next((d for d in self.dn if d.id == dn_id), None)
+
+    @property
+    def metadb_url(self) -> str:
+        return self.metadb or f"sqlite:///{self.output.dir / 'meta.db'}"
+
+
+def parse_size(value: Any, where: str) -> int:
+    """Bytes from an int or ``"500MB"`` / ``"1 GiB"`` / ``"64K"``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: expected a size, got {value!r}")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and (m := _SIZE.match(value)):
+        n = int(m[1]) * _UNITS[(m[2] or "")[:1].upper()]
+    else:
+        raise ConfigError(f"{where}: expected a size like 500MB or a number of bytes, got {value!r}")
+    if n < 4096:
+        raise ConfigError(f"{where}: must be at least 4096 bytes, got {n}")
+    return n
+
+
+# -- the generic strict reader: TOML tables → dataclasses -------------------------------------------
+_SPECIAL = {("OutputConfig", "rotate_size"): parse_size}
+
+
+def _type_name(tp: Any) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+             Path: "a path"}
+    return names.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _convert(value: Any, tp: Any, where: str, base: Path) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _convert(value, args[0], where, base)
+    if origin is tuple:
+        (item_tp, _) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return tuple(_convert(v, item_tp, f"{where}[{i}]", base) for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table, got {value!r}")
+        return _table(value, tp, where, base)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    if tp is Path:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{where}: expected a path, got {value!r}")
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else (base / p)
+    raise TypeError(f"config field type {tp!r} not handled")
+
+
+def _table(data: dict[str, Any], cls: type, where: str, base: Path) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "path"}
+    for key in data:
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{where + '.' if where else ''}{key}: unknown key (known here: {known})")
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        key_where = f"{where}.{name}" if where else name
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{key_where}: required key is missing")
+            continue
+        special = _SPECIAL.get((cls.__name__, name))
+        kwargs[name] = special(data[name], key_where) if special else \
+            _convert(data[name], hints[name], key_where, base)
+    return cls(**kwargs)
+
+
+# -- semantic checks ----------------------------------------------------------------------------------
+def _check_port(port: int, where: str, allow_zero: bool) -> None:
+    if not (0 if allow_zero else 1) <= port <= 65535:
+        raise ConfigError(f"{where}: port must be {'0..' if allow_zero else '1..'}65535, got {port}")
+
+
+def validate(cfg: Config) -> None:
+    """Rules across keys; raises ``ConfigError`` (one line)."""
+    if not cfg.dn:
+        raise ConfigError("dn: at least one [[dn]] is required")
+    seen: set[str] = set()
+    for i, d in enumerate(cfg.dn):
+        where = f"dn[{i}] ({d.id})"
+        if not _DN_ID.match(d.id):
+            raise ConfigError(f"dn[{i}].id: {d.id!r} is not a storage instance id (letters, digits, _ . -)")
+        if d.id in seen:
+            raise ConfigError(f"dn[{i}].id: {d.id!r} appears twice")
+        seen.add(d.id)
+        if (d.host is None) == (d.dir is None):
+            raise ConfigError(f"{where}: give either host (with port/user/password) or dir, not "
+                              f"{'both' if d.host else 'neither'}")
+        if d.host is not None:
+            _check_port(d.port, f"dn[{i}].port", False)
+            if not d.user:
+                raise ConfigError(f"{where}: user is required with host")
+        if d.poll_ms < 1:
+            raise ConfigError(f"dn[{i}].poll_ms: must be at least 1, got {d.poll_ms}")
+    if not cfg.active_dns:
+        raise ConfigError("dn: every DN is standby; at least one must be read from the start")
+    _check_port(cfg.server.port, "server.port", True)
+    _check_port(cfg.metrics.port, "metrics.port", True)
+    if cfg.server.port and not cfg.server.users:
+        raise ConfigError("server.users: the endpoint needs at least one user (no anonymous access)")
+    names = [u.name for u in cfg.server.users]
+    for i, u in enumerate(cfg.server.users):
+        if not u.name:
+            raise ConfigError(f"server.users[{i}].name: must not be empty")
+        if names.count(u.name) > 1:
+            raise ConfigError(f"server.users[{i}].name: {u.name!r} appears twice")
+    for version, where in ((cfg.server.version, "server.version"),
+                           (cfg.output.server_version, "output.server_version")):
+        if not (version.startswith("5.") or version.startswith("10.")):
+            raise ConfigError(f"{where}: must start with 5. (mariadb-binlog rejects others), got {version!r}")
+    if not 1 <= cfg.server.server_id < 1 << 32 or not 1 <= cfg.source.server_id < 1 << 32:
+        raise ConfigError("server.server_id / source.server_id: must be 1..4294967295")
+    if cfg.server.server_id == cfg.source.server_id:
+        raise ConfigError("source.server_id: must differ from server.server_id")
+    if cfg.heartbeat.interval_ms < 1 or cfg.heartbeat.stall_ms < cfg.heartbeat.interval_ms:
+        raise ConfigError("heartbeat: interval_ms must be ≥ 1 and stall_ms ≥ interval_ms")
+    if cfg.source.backoff_initial_ms < 1 or cfg.source.backoff_max_ms < cfg.source.backoff_initial_ms:
+        raise ConfigError("source: backoff_initial_ms must be ≥ 1 and backoff_max_ms ≥ backoff_initial_ms")
+    if cfg.metadb is not None and not re.match(r"^(sqlite|mysql|mariadb)(\+\w+)?://", cfg.metadb):
+        raise ConfigError(f"metadb: expected sqlite:///path or mysql://user:pw@host:port/db, got {cfg.metadb!r}")
+
+
+def from_dict(data: dict[str, Any], *, base: Path = Path("."), path: Path | None = None) -> Config:
+    """A checked ``Config`` from parsed TOML (``base``: where relative paths start)."""
+    cfg = _table(data, Config, "", base)
+    cfg = dataclasses.replace(cfg, path=path)
+    validate(cfg)
+    return cfg
+
+
+def load(path: str | Path) -> Config:
+    """Read and check ``path``; every problem is a one-line ``ConfigError`` naming the file."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    try:
+        return from_dict(data, base=p.resolve().parent, path=p)
+    except ConfigError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
+
+
+def to_toml(cfg: Config) -> str:
+    """The TOML text of ``cfg`` (``gbinlog demo`` writes its embedded defaults with it)."""
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, Path):
+            v = str(v)
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def table(obj: Any, skip: tuple[str, ...] = ()) -> list[str]:
+        lines = []
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            if f.name in skip or v is None or v == f.default:
+                continue
+            lines.append(f"{f.name} = {value(v)}")
+        return lines
+
+    out: list[str] = []
+    if cfg.metadb:
+        out.append(f"metadb = {value(cfg.metadb)}")
+    out += ["", "[output]", *table(cfg.output)]
+    out += ["", "[server]", *table(cfg.server, ("users",))]
+    users = ", ".join("{ " + ", ".join(f"{k} = {value(getattr(u, k))}" for k in ("name", "password", "admin")
+                                       if k != "admin" or u.admin) + " }" for u in cfg.server.users)
+    out.append(f"users = [{users}]")
+    for name in ("heartbeat", "metrics", "source"):
+        lines = table(getattr(cfg, name))
+        if lines:
+            out += ["", f"[{name}]", *lines]
+    for d in cfg.dn:
+        out += ["", "[[dn]]", *table(d)]
+    return "\n".join(out).lstrip() + "\n"
