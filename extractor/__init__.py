@@ -16,14 +16,14 @@ from extractor.errors import (
     UnfinishedTransaction,
 )
 from extractor.extract import extract
-from extractor.model import Block, DnTxn, Pos, TxnKind
+from extractor.model import Block, DnTxn, Pos, RestartPoint, TxnKind
 from extractor.sorter import Sorter
 from extractor.source import BytesSource, DirSource, DnSource, list_binlog_files
 from extractor.vtso import VtsoState, storage_sequence, storage_sequences, vtso_for_commit
 
 __all__ = [
     "BadXid", "Block", "BytesSource", "CommitWithoutPrepare", "DirSource", "DnSource", "DnTxn",
-    "DuplicateTransaction", "OrderingError", "OrphanCommitTso", "Pos", "Sorter", "TraceIdRegression",
-    "TxnKind", "UnexpectedEvent", "UnfinishedTransaction", "VtsoState", "extract", "list_binlog_files",
-    "storage_sequence", "storage_sequences", "vtso_for_commit",
+    "DuplicateTransaction", "OrderingError", "OrphanCommitTso", "Pos", "RestartPoint", "Sorter",
+    "TraceIdRegression", "TxnKind", "UnexpectedEvent", "UnfinishedTransaction", "VtsoState", "extract",
+    "list_binlog_files", "storage_sequence", "storage_sequences", "vtso_for_commit",
 ]

@@ -35,7 +35,7 @@ from extractor.errors import (
     UnexpectedEvent,
     UnfinishedTransaction,
 )
-from extractor.model import Block, DnTxn, Pos, TxnKind
+from extractor.model import Block, DnTxn, Pos, RestartPoint, TxnKind
 from extractor.sorter import Sorter, SorterError
 from extractor.trace import fake_trace_id, parse_hint, reduce_hint
 from extractor.vtso import NO_STORAGE_SEQ, VtsoState, storage_sequence, vtso_for_commit
@@ -104,6 +104,7 @@ class Assembler:
         self._query_ctx = None
         self._query_phl = 13
         self._crc = 4
+        self.point: RestartPoint | None = None  # newest quiet point not yet carried by a txn
 
     # -- trace state of the current transaction (Transaction.processEvent_0) ----------------------
     def _reset_trace(self) -> None:
@@ -373,7 +374,7 @@ class Assembler:
         txn.end = _pos(self.file, ev.pos + ev.h[3])
         txn.vtso = vtso_for_commit(self.state, None, txn.txn_id, self.storage_seq)
         self.sorter.rollback(xid, txn.vtso)
-        return self._release()
+        return self._release(txn.end)
 
     def _commit(self, txn: DnTxn, key, commit_tso: int | None, ev: Event) -> list[DnTxn] | None:
         txn.end = _pos(self.file, ev.pos + ev.h[3])
@@ -381,17 +382,40 @@ class Assembler:
         txn.vtso = vtso_for_commit(self.state, commit_tso, txn.txn_id, storage)
         txn.tso = commit_tso
         self.sorter.commit(key, txn.vtso)
-        return self._release()
+        return self._release(txn.end)
 
-    def _release(self) -> list[DnTxn] | None:
-        out = self.sorter.release()
-        if self.sorter.items and time.monotonic() - self._last_warn >= self.warn_interval:
+    def _release(self, end: Pos) -> list[DnTxn] | None:
+        sorter = self.sorter
+        out = sorter.release()
+        if not sorter.wait and not self.ignoring:
+            # A quiet point: nothing open, so the Sorter has just released everything (see
+            # ``restart_point``); it replaces an older point that no transaction carried yet.
+            state = self.state
+            self.point = _tuple_new(RestartPoint, (end.file, end.offset, state.tso, state.txn_id, state.seq))
+        elif sorter.items and time.monotonic() - self._last_warn >= self.warn_interval:
             self.warn_held()
         if not out:
             return None
         # Empty DML transactions (only filtered or system tables) are dropped after the sort, as
         # the CDC's RebuildEventLogFilter does; they still took their vtso.
-        return [t for t in out if t.blocks or t.kind is not TxnKind.DML]
+        out = [t for t in out if t.blocks or t.kind is not TxnKind.DML]
+        if out and self.point is not None:
+            self.restart_point(out[-1])
+        return out or None
+
+    def restart_point(self, txn: DnTxn) -> None:
+        """Attach the newest quiet point not carried yet to ``txn``, the highest vtso released so far.
+
+        Valid because every transaction begun before the point was released at or before it, in
+        ascending vtso, so none sorts above ``txn``: once ``txn`` is written, re-reading from the
+        point (with its ``VtsoState``) regenerates exactly the transactions after ``txn``, with the
+        same vtsos (a later prepare's TSO exceeds every commit before the point, and local vtsos
+        continue from the saved state). A point whose own release batch is empty or only holds
+        dropped transactions (rollbacks, empty DML) moves on to the next released transaction,
+        which is valid for the same reason; so no point is lost, only carried later.
+        """
+        txn.restart = self.point
+        self.point = None
 
     # -- rows-query, table map, rows --------------------------------------------------------------
     def _rows_query(self, ev: Event) -> None:

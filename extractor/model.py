@@ -22,6 +22,37 @@ class Pos(NamedTuple):
         return f"{self.file}:{self.offset}"
 
 
+class RestartPoint(NamedTuple):
+    """Where a DN can be re-read from so that every later vtso comes out the same (DESIGN.md §4).
+
+    A *quiet point*: the position right after a commit (or rollback) at which the DN has no open
+    transaction, so every transaction begun before it is committed and the Sorter has released it.
+    ``tso``/``txn_id``/``seq`` are the DN's ``VtsoState`` there. A transaction carries the point of
+    its release batch (or the newest earlier one not yet attached), and it is the highest vtso
+    released up to that point: once it is durably written, re-reading the DN from ``file:offset``
+    with that state yields exactly the DN's transactions after it.
+    """
+
+    file: str
+    offset: int
+    tso: int
+    txn_id: int
+    seq: int
+
+    @property
+    def pos(self) -> Pos:
+        return Pos(self.file, self.offset)
+
+    def vtso_state(self):
+        """A fresh ``VtsoState`` to resume the extractor with (``extract(start=pos, state=…)``)."""
+        from extractor.vtso import VtsoState
+
+        return VtsoState(self.tso, self.txn_id, self.seq)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.offset} (tso {self.tso}, txnId {self.txn_id}, seq {self.seq})"
+
+
 class TxnKind(StrEnum):
     DML = "dml"
     HEARTBEAT = "heartbeat"            # rows on __cdc_heartbeat__ in a __cdc__* schema (§4.4)
@@ -94,6 +125,8 @@ class DnTxn:
     sql: str | None = None
     # Monotonic clock when the transaction was opened (for "prepare held for N s" warnings).
     opened_at: float = 0.0
+    # A quiet point at or after this transaction's release (see ``RestartPoint``), or None.
+    restart: RestartPoint | None = None
 
     @property
     def is_tso(self) -> bool:

@@ -110,6 +110,8 @@ class DirSource(DnSource):
             if self.follow and is_last:
                 yield name, read_events(path, start=start, follow=True, poll_interval=self.poll_interval,
                                         should_stop=self._file_done_check(path, name))
+            elif start > 4 and start == path.stat().st_size:
+                yield name, iter(())  # a restart point at the very end of a finished file
             else:
                 yield name, read_events(path, start=start)
             done.append(name)
