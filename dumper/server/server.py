@@ -12,6 +12,7 @@ import logging
 import random
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -339,11 +340,14 @@ def start_in_thread(config: ServerConfig | None = None, **kwargs: object) -> Ser
     return ServerHandle(server, box["loop"], thread)  # type: ignore[arg-type]
 
 
-async def serve(dir: str | Path, config: ServerConfig | None = None) -> None:
-    """Serve ``dir`` until cancelled."""
+async def serve(dir: str | Path, config: ServerConfig | None = None, *,
+                on_ready: Callable[[BinlogServer], None] | None = None) -> None:
+    """Serve ``dir`` until cancelled; ``on_ready(server)`` runs once listening (``server.port``)."""
     cfg = replace(config or ServerConfig(), dir=Path(dir))
     server = BinlogServer(cfg)
     await server.start()
+    if on_ready is not None:
+        on_ready(server)
     try:
         await server.serve_forever()
     finally:
