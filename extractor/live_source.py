@@ -165,7 +165,7 @@ class ReplicationSource(DnSource):
     # -- connection -------------------------------------------------------------------------------
     def _connect(self) -> _RawBinlogStream:
         settings: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user,
-                                    "passwd": self.password, "connect_timeout": self.connect_timeout,
+                                    "password": self.password, "connect_timeout": self.connect_timeout,
                                     "read_timeout": self.read_timeout}
         stream = _RawBinlogStream(settings, server_id=self.server_id, blocking=True, resume_stream=True,
                                   log_file=self.file, log_pos=self.pos, slave_heartbeat=self.heartbeat,

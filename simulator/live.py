@@ -207,14 +207,18 @@ class LiveSimulation:
 
     def start_server(self, dn_id: str) -> int:
         """Serve ``dn_id``'s directory (again, on the same port after ``stop_server``)."""
-        from simulator.serve_dn import serve_directory
+        from dumper.server import ServerConfig, start_in_thread
         opts = self.serve
         if opts is None:
             raise RuntimeError("not serving (no ServeOptions)")
         index = int(dn_id[2:]) if dn_id[2:].isdigit() else len(self.ports)
         port = self.ports.get(dn_id) or (opts.port + index if opts.port else 0)
+        node = next(n for n in self.cl.dns if n.id == dn_id)
+        cfg = ServerConfig(dir=self.out / dn_id, host=opts.host, port=port,
+                           users={opts.user: opts.password}, server_id=node.server_id,
+                           version="5.7.44-log", poll_interval=0.01)
         with self._lock:
-            handle = serve_directory(self.out / dn_id, opts.host, port, opts.user, opts.password)
+            handle = start_in_thread(cfg)
             self.servers[dn_id] = handle
             self.ports[dn_id] = handle.port
             self._write_cluster_json()
