@@ -1,0 +1,406 @@
+"""The global binlog files (reference §3.3, §6.1; DESIGN.md §3 Dumper).
+
+``encode_txn`` turns one ``LogicalTxn`` into its events, ``file_start``/``rotate_event`` frame a
+file, ``render_file`` writes a whole file from a list of transactions (the Spark engine renders its
+range files with it), and ``GlobalBinlog`` appends to ``binlog.NNNNNN`` + ``binlog.index`` with
+rotation at transaction boundaries and crash recovery on open (``dumper.recovery``).
+
+Every byte is a function of the transactions and the writer settings (server id, server version,
+max file size): no wall clock, no process counter, so a restart or another engine writes the same
+files. Per event the writer packs the 19-byte header, appends the payload as it came from the shaper
+and a CRC32 — nothing else is touched.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import struct
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+
+from binlog.constants import BINLOG_MAGIC, HEADER_LEN, POST_HEADER_LEN_57, ChecksumAlg, EventFlag, EventType
+from binlog.events import encode_body
+from schema_shaper.model import LogicalKind, LogicalTxn
+
+DEFAULT_SERVER_VERSION = "5.7.44-gbinlog"
+DEFAULT_MAX_FILE_SIZE = 500 * 1024 * 1024
+BASE = "binlog"
+HEARTBEAT_INTERVAL = 30  # seconds: a heartbeat txn is written when its TSO second divides this
+HEARTBEAT_TEXT = b"# TSO HEARTBEAT TXN"
+CTS_PREFIX = b"CTS::"
+
+_HEADER = struct.Struct("<IBIIIH")
+_pack_header = _HEADER.pack
+_crc32 = zlib.crc32
+_QUERY, _XID, _ROWS_QUERY, _TABLE_MAP = int(EventType.QUERY), int(EventType.XID), 29, int(EventType.TABLE_MAP)
+_SUPPRESS_USE = EventFlag.SUPPRESS_USE
+# MySQL writes Rows_query as an ignorable event; a reader that does not know type 29 skips it.
+_IGNORABLE = EventFlag.IGNORABLE
+# BEGIN: thread 0, exec 0, db_len 0, error 0, no status vars, db "" + NUL, "BEGIN" → 42 bytes in all.
+BEGIN_PAYLOAD = struct.pack("<IIBHH", 0, 0, 0, 0, 0) + b"\0BEGIN"
+assert HEADER_LEN + len(BEGIN_PAYLOAD) + 4 == 42
+_HEARTBEAT_QUERY = b"\x01" + HEARTBEAT_TEXT
+
+
+class DumperError(Exception):
+    """The global binlog cannot be written or recovered; the message names the file and offset."""
+
+
+class DiskFull(DumperError):
+    """A write failed for lack of space (ENOSPC/EDQUOT); the file was cut back to the last txn."""
+
+
+def file_name(seq: int, base: str = BASE) -> str:
+    return f"{base}.{seq:06d}"
+
+
+def xid_of(vtso: str) -> int:
+    """The XID event's value: a hash of the vtso (63 bits). Never a counter, so a restart and a
+    Spark range task write the same bytes; replicas only use it to commit."""
+    return int.from_bytes(hashlib.blake2b(vtso.encode("ascii"), digest_size=8).digest(), "little") >> 1
+
+
+def cts_marker(vtso: str) -> bytes:
+    """The ROWS_QUERY payload of the commit marker written after a transaction: ``\\x01CTS::<vtso>``."""
+    return b"\x01" + CTS_PREFIX + vtso.encode("ascii")
+
+
+def heartbeat_written(txn: LogicalTxn, interval: int = HEARTBEAT_INTERVAL) -> bool:
+    """A heartbeat becomes a txn in the file only when its TSO second divides ``interval``
+    (``binlog_write_heartbeat_interval``, reference §4.4); otherwise it writes nothing."""
+    return txn.timestamp % interval == 0
+
+
+def _events(txn: LogicalTxn, heartbeat_interval: int) -> list[tuple[int, bytes, int]] | None:
+    """(type, payload, flags) of the events of ``txn``, or None when it writes nothing."""
+    kind = txn.kind
+    vtso = txn.vtso
+    if kind is LogicalKind.DML:
+        evs: list[tuple[int, bytes, int]] = [(_QUERY, BEGIN_PAYLOAD, _SUPPRESS_USE)]
+        cts = "\n# CTS::" + vtso + ("::ARCHIVE" if txn.archive else "")
+        for i, blk in enumerate(txn.blocks):
+            if i == 0:
+                text = blk.hint + cts if blk.hint else cts[1:]
+                evs.append((_ROWS_QUERY, b"\x01" + text.encode("utf-8"), _IGNORABLE))
+            elif blk.hint:
+                evs.append((_ROWS_QUERY, b"\x01" + blk.hint.encode("utf-8"), _IGNORABLE))
+            evs.append((_TABLE_MAP, blk.table_map, 0))
+            evs.extend((t, p, 0) for t, p in blk.rows)
+        evs.append((_XID, xid_of(vtso).to_bytes(8, "little"), 0))
+    elif kind is LogicalKind.DDL:
+        if txn.query is None:
+            raise DumperError(f"DDL transaction {vtso} has no QUERY payload")
+        evs = [(_QUERY, txn.query, 0)]
+    elif kind is LogicalKind.HEARTBEAT:
+        if not heartbeat_written(txn, heartbeat_interval):
+            return None
+        evs = [(_QUERY, BEGIN_PAYLOAD, _SUPPRESS_USE), (_ROWS_QUERY, _HEARTBEAT_QUERY, _IGNORABLE),
+               (_XID, xid_of(vtso).to_bytes(8, "little"), 0)]
+    else:
+        return None
+    evs.append((_ROWS_QUERY, cts_marker(vtso), _IGNORABLE))
+    return evs
+
+
+def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
+               heartbeat_interval: int = HEARTBEAT_INTERVAL) -> bytes:
+    """The events of one transaction written at file offset ``pos``: headers with timestamp (from
+    the TSO), server id (the txn's hint server id, else ``server_id``), size and end position, the
+    payloads as given, CRC32 each. ``b""`` for a transaction that writes nothing (NONE, a heartbeat
+    outside its second)."""
+    evs = _events(txn, heartbeat_interval)
+    if evs is None:
+        return b""
+    ts = txn.timestamp
+    sid = txn.server_id if txn.server_id is not None else server_id
+    out = bytearray()
+    pack = _pack_header
+    crc32 = _crc32
+    for type_code, payload, flags in evs:
+        size = HEADER_LEN + len(payload) + 4
+        pos += size
+        head = pack(ts, type_code, sid, size, pos, flags)
+        out += head
+        out += payload
+        out += crc32(payload, crc32(head)).to_bytes(4, "little")
+    return bytes(out)
+
+
+def _event(type_code: int, payload: bytes, *, timestamp: int, server_id: int, pos: int, flags: int = 0) -> bytes:
+    size = HEADER_LEN + len(payload) + 4
+    head = _pack_header(timestamp, type_code, server_id, size, pos + size, flags)
+    return head + payload + _crc32(payload, _crc32(head)).to_bytes(4, "little")
+
+
+def file_start(*, server_id: int, server_version: str = DEFAULT_SERVER_VERSION, timestamp: int = 0) -> bytes:
+    """Magic + FORMAT_DESCRIPTION (binlog v4, MySQL 5.7 post-header table, CRC32). ``created`` is 0
+    (a rotated file, not a server start: readers must not drop temporary tables); the header
+    timestamp is ``timestamp``."""
+    if not server_version.startswith("5."):
+        raise ValueError(f"server version {server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)")
+    payload = encode_body(EventType.FORMAT_DESCRIPTION, binlog_version=4, server_version=server_version,
+                          created=0, header_length=HEADER_LEN, post_header_len=POST_HEADER_LEN_57,
+                          checksum_alg=ChecksumAlg.CRC32)
+    return BINLOG_MAGIC + _event(EventType.FORMAT_DESCRIPTION, payload, timestamp=timestamp,
+                                 server_id=server_id, pos=4)
+
+
+def rotate_event(pos: int, next_file: str, *, timestamp: int, server_id: int) -> bytes:
+    """ROTATE at ``pos`` naming the next file (position 4)."""
+    return _event(EventType.ROTATE, struct.pack("<Q", 4) + next_file.encode("ascii"), timestamp=timestamp,
+                  server_id=server_id, pos=pos)
+
+
+def writes(txn: LogicalTxn, heartbeat_interval: int = HEARTBEAT_INTERVAL) -> bool:
+    """Whether ``txn`` puts any event in the file."""
+    kind = txn.kind
+    if kind is LogicalKind.HEARTBEAT:
+        return heartbeat_written(txn, heartbeat_interval)
+    return kind is LogicalKind.DML or kind is LogicalKind.DDL
+
+
+def render_file(txns: Iterable[LogicalTxn], *, seq: int, server_id: int,
+                server_version: str = DEFAULT_SERVER_VERSION, fde_timestamp: int | None = None,
+                rotate: bool = True, base: str = BASE, heartbeat_interval: int = HEARTBEAT_INTERVAL) -> bytes:
+    """A whole file ``<base>.<seq>``: FDE, the transactions, and (``rotate``) a ROTATE to the next
+    file timestamped with the last written transaction's timestamp.
+
+    Byte-identical to what ``GlobalBinlog`` writes for the same transactions and file boundaries:
+    the first file's FDE carries its first written transaction's timestamp (``fde_timestamp=None``);
+    every later file's FDE carries the timestamp of the ROTATE that ended the previous file, i.e.
+    the previous file's last written transaction's timestamp (pass it as ``fde_timestamp``).
+    """
+    parts: list[bytes] = []
+    pos = 0
+    last_ts = fde_timestamp or 0
+    for txn in txns:
+        if not parts:
+            if not writes(txn, heartbeat_interval):
+                continue
+            head = file_start(server_id=server_id, server_version=server_version,
+                              timestamp=txn.timestamp if fde_timestamp is None else fde_timestamp)
+            parts.append(head)
+            pos = len(head)
+        data = encode_txn(txn, pos, server_id, heartbeat_interval=heartbeat_interval)
+        if data:
+            parts.append(data)
+            pos += len(data)
+            last_ts = txn.timestamp
+    if not parts:
+        head = file_start(server_id=server_id, server_version=server_version, timestamp=fde_timestamp or 0)
+        parts.append(head)
+        pos = len(head)
+    if rotate:
+        parts.append(rotate_event(pos, file_name(seq + 1, base), timestamp=last_ts, server_id=server_id))
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_index(directory: Path, names: list[str], base: str = BASE) -> None:
+    """``<base>.index`` (``./binlog.000001`` per line, as MySQL writes it), replaced atomically."""
+    tmp = directory / f".{base}.index.tmp"
+    with open(tmp, "w", encoding="ascii") as fh:
+        fh.write("".join(f"./{n}\n" for n in names))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, directory / f"{base}.index")
+    fsync_dir(directory)
+
+
+class GlobalBinlog:
+    """Appends transactions to ``<dir>/binlog.NNNNNN`` and keeps ``binlog.index``.
+
+    Opening an existing directory recovers it first (``dumper.recovery.recover``): anything after
+    the last CTS marker is cut, a torn file start is rewritten, a rotation cut short is finished;
+    ``recovery`` says what was found and ``last_vtso`` is the last transaction in the files.
+    ``append`` refuses a vtso ≤ ``last_vtso`` (never a duplicate or a step back). Bytes are
+    buffered in memory and written with ``os.write`` at transaction boundaries, so a failed write
+    (disk full) cuts the file back to the last whole transaction on disk and raises ``DiskFull``.
+    ``flush(fsync=True)`` makes everything appended so far durable.
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, server_id: int = 1,
+                 server_version: str = DEFAULT_SERVER_VERSION, max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+                 base: str = BASE, heartbeat_interval: int = HEARTBEAT_INTERVAL, buffer_size: int = 1 << 20,
+                 hint: tuple[str, int] | None = None) -> None:
+        from dumper.recovery import recover
+
+        if not server_version.startswith("5."):
+            raise ValueError(f"server version {server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)")
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.server_id = server_id
+        self.server_version = server_version
+        self.max_file_size = max_file_size
+        self.base = base
+        self.heartbeat_interval = heartbeat_interval
+        self.buffer_size = buffer_size
+        self._buf = bytearray()
+        self._fd: int | None = None
+        self.recovery = recover(self.directory, base=base, server_id=server_id, server_version=server_version,
+                                max_file_size=max_file_size, hint=hint)
+        rec = self.recovery
+        self.files: list[str] = list(rec.files)
+        self.last_vtso: str | None = rec.last_vtso      # last vtso appended (written or not)
+        self.last_written_vtso: str | None = rec.last_vtso  # last CTS marker in the files
+        self.last_timestamp = rec.last_timestamp
+        self.position = rec.position                     # end of the data appended to the current file
+        self._disk_pos = rec.position                    # end of what os.write put in the file
+        self.bytes_written = 0
+        self.txns_written = 0
+        if self.files:
+            self._fd = os.open(self.directory / self.files[-1], os.O_WRONLY)
+            os.lseek(self._fd, self.position, os.SEEK_SET)
+
+    # -- names ------------------------------------------------------------------------------------
+    @property
+    def file_name(self) -> str | None:
+        return self.files[-1] if self.files else None
+
+    @property
+    def path(self) -> Path | None:
+        return self.directory / self.files[-1] if self.files else None
+
+    # -- writing ----------------------------------------------------------------------------------
+    def append(self, txn: LogicalTxn) -> int:
+        """Write one transaction (nothing for NONE and off-second heartbeats); returns the bytes
+        it took. Rotates after it when the file reached ``max_file_size``."""
+        vtso = txn.vtso
+        last = self.last_vtso
+        if last is not None and vtso <= last:
+            raise DumperError(f"vtso {vtso} is not above the last one written ({last}) in "
+                              f"{self.directory / (self.file_name or '?')}")
+        if self._fd is None:
+            if not writes(txn, self.heartbeat_interval):
+                self.last_vtso = vtso
+                return 0
+            self._open_file(1 if not self.files else int(self.files[-1].rsplit(".", 1)[1]) + 1, txn.timestamp)
+        data = encode_txn(txn, self.position, self.server_id, heartbeat_interval=self.heartbeat_interval)
+        self.last_vtso = vtso
+        if not data:
+            return 0
+        self._buf += data
+        self.position += len(data)
+        self.last_written_vtso = vtso
+        self.last_timestamp = txn.timestamp
+        self.bytes_written += len(data)
+        self.txns_written += 1
+        if self.position >= self.max_file_size:
+            self.rotate()
+        elif len(self._buf) >= self.buffer_size:
+            self._write_out()
+        return len(data)
+
+    def _write_out(self) -> None:
+        if not self._buf:
+            return
+        try:
+            _write_all(self._fd, self._buf)
+        except OSError as exc:
+            self._fail(exc, "write")
+        self._disk_pos += len(self._buf)
+        self._buf.clear()
+
+    def _fail(self, exc: OSError, what: str) -> None:
+        """Cut the file back to the last whole transaction that reached it and raise."""
+        name = self.files[-1]
+        try:
+            os.ftruncate(self._fd, self._disk_pos)
+            os.fsync(self._fd)
+        except OSError:
+            pass
+        self._buf.clear()
+        self.position = self._disk_pos
+        cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
+        raise cls(f"{self.directory / name}: offset {self._disk_pos}: {what} failed: "
+                  f"{os.strerror(exc.errno) if exc.errno else exc}; the file ends at the last whole "
+                  f"transaction") from exc
+
+    def _open_file(self, seq: int, timestamp: int) -> None:
+        name = file_name(seq, self.base)
+        head = file_start(server_id=self.server_id, server_version=self.server_version, timestamp=timestamp)
+        path = self.directory / name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, head)
+            os.fsync(fd)
+        except OSError as exc:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
+            raise cls(f"{path}: cannot start the file: {os.strerror(exc.errno)}") from exc
+        self.files.append(name)
+        write_index(self.directory, self.files, self.base)
+        self._fd = fd
+        self.position = self._disk_pos = len(head)
+
+    def rotate(self) -> str:
+        """End the current file with ROTATE (timestamp of its last transaction), make it durable and
+        start the next one; returns the new file's name."""
+        seq = int(self.files[-1].rsplit(".", 1)[1]) + 1
+        nxt = file_name(seq, self.base)
+        ts = self.last_timestamp
+        self._buf += rotate_event(self.position, nxt, timestamp=ts, server_id=self.server_id)
+        self._write_out()
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._fail(exc, "fsync")
+        os.close(self._fd)
+        self._fd = None
+        self._open_file(seq, ts)
+        return nxt
+
+    def flush_logs(self) -> str:
+        """FLUSH LOGS: close the current file with ROTATE now and continue in a new one."""
+        if self._fd is None:
+            self._open_file(1 if not self.files else int(self.files[-1].rsplit(".", 1)[1]) + 1,
+                            self.last_timestamp)
+        return self.rotate()
+
+    def flush(self, fsync: bool = True) -> None:
+        """Write out the buffer; with ``fsync`` the data is durable when this returns."""
+        if self._fd is None:
+            return
+        self._write_out()
+        if fsync:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._fail(exc, "fsync")
+
+    @property
+    def durable_position(self) -> tuple[str, int] | None:
+        """(file, offset) of the end of the last transaction (valid after ``flush``)."""
+        return (self.files[-1], self.position) if self.files else None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                self.flush(fsync=True)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> GlobalBinlog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

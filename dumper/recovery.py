@@ -1,0 +1,316 @@
+"""Crash recovery of the global binlog on open (DESIGN.md §4, reference §3.3 ``seekLastTso``).
+
+The files are the truth: the last ``CTS::<vtso>`` marker is the last transaction written. A crash
+can leave, in the last file only: a torn event or a partial transaction after the last marker
+(cut), a file whose magic/FDE is incomplete (rewritten), a ROTATE without its next file (the next
+file is created) or a file past the size limit that was not rotated yet (rotated now). Anything
+wrong before the last marker, or in a file that is not the last, is corruption, not a crash: it
+raises ``DumperError`` naming the file and offset and nothing is changed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from binlog.constants import BINLOG_MAGIC, HEADER_LEN, EventType
+from binlog.header import HEADER_STRUCT
+from binlog.reader import fde_checksum_ok
+from dumper.global_binlog import (
+    BASE,
+    CTS_PREFIX,
+    DumperError,
+    file_name,
+    file_start,
+    fsync_dir,
+    rotate_event,
+    write_index,
+)
+
+_CRC_RESIDUE = 0x2144DF1C
+_ROTATE = int(EventType.ROTATE)
+_FDE = int(EventType.FORMAT_DESCRIPTION)
+_ROWS_QUERY = int(EventType.ROWS_QUERY)
+_MARKER_HEAD = b"\x01" + CTS_PREFIX
+# header + length byte + "CTS::" + 54 digits + CRC: the marker written after every transaction
+MARKER_SIZE = HEADER_LEN + 1 + len(CTS_PREFIX) + 54 + 4
+
+
+@dataclass(slots=True)
+class Marker:
+    """A ``CTS::<vtso>`` commit marker: where it is and what it says."""
+
+    file: str
+    start: int
+    end: int
+    vtso: str
+    timestamp: int
+
+
+@dataclass(slots=True)
+class Scan:
+    """One file read header by header: FDE end, the last marker, where valid data ends and why."""
+
+    size: int
+    fde_end: int = 0             # 0: no valid magic + FDE
+    fde_timestamp: int = 0
+    last_marker: Marker | None = None
+    valid_end: int = 0           # end of the last event with a valid header, size, log_pos and CRC
+    after_marker: list[tuple[int, int, int, int]] = field(default_factory=list)  # (type, start, end, ts)
+    problem: str | None = None   # why the scan stopped before the file's end
+
+
+@dataclass(slots=True)
+class Recovery:
+    """What ``recover`` found and did. ``position`` is the end of the data in the last file."""
+
+    files: list[str]
+    last_vtso: str | None = None
+    last_timestamp: int = 0
+    position: int = 0
+    last_marker: Marker | None = None
+    actions: list[str] = field(default_factory=list)
+
+    @property
+    def repaired(self) -> bool:
+        return bool(self.actions)
+
+
+def list_files(directory: Path, base: str = BASE) -> list[str]:
+    """The binlog files: ``<base>.index`` order, plus files the index does not list yet at the end
+    (a crash between creating a file and rewriting the index)."""
+    pattern = re.compile(rf"^{re.escape(base)}\.(\d{{6,}})$")
+    on_disk = sorted((p.name for p in directory.iterdir() if pattern.match(p.name)),
+                     key=lambda n: int(n.rsplit(".", 1)[1]))
+    index = directory / f"{base}.index"
+    if not index.exists():
+        return on_disk
+    listed = [os.path.basename(line.strip()) for line in index.read_text(encoding="ascii").splitlines()
+              if line.strip()]
+    missing = [n for n in listed if n not in on_disk]
+    if missing:
+        raise DumperError(f"{index}: lists {', '.join(missing)}, which do not exist")
+    last = int(listed[-1].rsplit(".", 1)[1]) if listed else 0
+    return listed + [n for n in on_disk if int(n.rsplit(".", 1)[1]) > last]
+
+
+def _marker_at(data, start: int, end: int, name: str, at: int = 0) -> Marker | None:
+    """The CTS marker occupying ``data[start:end]`` if that is one (header, size, log_pos, CRC);
+    ``data[0]`` is at file offset ``at``."""
+    if start < 0 or start + at < 4 or end - start < HEADER_LEN + 4 + len(_MARKER_HEAD):
+        return None
+    ts, type_code, _sid, size, log_pos, _flags = HEADER_STRUCT.unpack_from(data, start)
+    if type_code != _ROWS_QUERY or size != end - start or log_pos != end + at:
+        return None
+    if data[start + HEADER_LEN:start + HEADER_LEN + len(_MARKER_HEAD)] != _MARKER_HEAD:
+        return None
+    if zlib.crc32(data[start:end]) != _CRC_RESIDUE:
+        return None
+    text = bytes(data[start + HEADER_LEN + len(_MARKER_HEAD):end - 4]).decode("ascii", "replace")
+    return Marker(name, start + at, end + at, text.split("::", 1)[0], ts)
+
+
+def scan_file(path: Path, start: int | None = None, marker: Marker | None = None) -> Scan:
+    """Walk ``path``'s events, checking size, log_pos and CRC32 of each; stop at the first bad one.
+
+    ``start`` (with the ``marker`` that ends there) skips the part a checkpoint already proved.
+    """
+    size = path.stat().st_size
+    scan = Scan(size=size)
+    if size < 4 + HEADER_LEN:
+        scan.problem = "shorter than magic + FDE header"
+        return scan
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if data[:4] != BINLOG_MAGIC:
+            scan.problem = f"bad magic {data[:4].hex()}"
+            return scan
+        ts, type_code, _sid, fde_size, log_pos, _flags = HEADER_STRUCT.unpack_from(data, 4)
+        fde_end = 4 + fde_size
+        if type_code != _FDE or fde_end > size or log_pos != fde_end or not fde_checksum_ok(data[4:fde_end]):
+            scan.problem = "incomplete or invalid FORMAT_DESCRIPTION"
+            return scan
+        scan.fde_end = fde_end
+        scan.fde_timestamp = ts
+        off = fde_end
+        if start is not None and marker is not None and fde_end < start <= size:
+            scan.last_marker = marker
+            off = start
+        view = memoryview(data)
+        unpack = HEADER_STRUCT.unpack_from
+        crc32 = zlib.crc32
+        after = scan.after_marker
+        while off + HEADER_LEN <= size:
+            ts, type_code, _sid, ev_size, log_pos, _flags = unpack(data, off)
+            end = off + ev_size
+            if ev_size < HEADER_LEN + 4 or end > size:
+                scan.problem = f"event at {off} is cut (size {ev_size}, file ends at {size})"
+                break
+            if log_pos != end:
+                scan.problem = f"event at {off} has log_pos {log_pos}, expected {end}"
+                break
+            if crc32(view[off:end]) != _CRC_RESIDUE:
+                scan.problem = f"CRC32 mismatch in the event at {off}"
+                break
+            if type_code == _ROWS_QUERY and data[off + HEADER_LEN:off + HEADER_LEN + 6] == _MARKER_HEAD:
+                text = bytes(data[off + HEADER_LEN + 6:end - 4]).decode("ascii", "replace")
+                scan.last_marker = Marker(path.name, off, end, text.split("::", 1)[0], ts)
+                after.clear()
+            else:
+                after.append((type_code, off, end, ts))
+            off = end
+        else:
+            if off < size:
+                scan.problem = f"{size - off} bytes after the last event at {off}"
+        view.release()
+        scan.valid_end = off
+    return scan
+
+
+def _closed(scan: Scan) -> bool:
+    """The file ends with its last marker (or FDE) then one ROTATE, nothing else."""
+    return (scan.problem is None and len(scan.after_marker) == 1 and scan.after_marker[0][0] == _ROTATE)
+
+
+def _middle_file_marker(directory: Path, name: str) -> tuple[Marker | None, int]:
+    """The last marker of a file that is not the last one, which must end ``… CTS ROTATE``
+    (checked from its tail, no full scan) or be ``FDE ROTATE`` (a FLUSH LOGS with nothing in
+    between: no marker). Returns (marker or None, the ROTATE's timestamp)."""
+    path = directory / name
+    size = path.stat().st_size
+    rot_len = HEADER_LEN + 8 + len(file_name(int(name.rsplit(".", 1)[1]) + 1, name.rsplit(".", 1)[0])) + 4
+    rot_start = size - rot_len
+    if rot_start > 4 + HEADER_LEN:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            ts, t, _s, sz, lp, _f = HEADER_STRUCT.unpack_from(data, rot_start)
+            if t == _ROTATE and sz == rot_len and lp == size and \
+                    zlib.crc32(data[rot_start:size]) == _CRC_RESIDUE:
+                marker = _marker_at(data, rot_start - MARKER_SIZE, rot_start, name)
+                if marker is not None:
+                    return marker, ts
+    scan = scan_file(path)
+    if _closed(scan):
+        rot_ts = scan.after_marker[0][3]
+        if scan.last_marker is not None:
+            return scan.last_marker, rot_ts
+        if scan.after_marker[0][1] == scan.fde_end:
+            return None, rot_ts
+    why = scan.problem or "does not end with a CTS marker and a ROTATE"
+    raise DumperError(f"{path}: offset {scan.valid_end}: {why} (not the last file: corruption, "
+                      "not a crash; refusing to change it)")
+
+
+def _truncate(path: Path, size: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.truncate(size)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def recover(directory: Path, *, base: str = BASE, server_id: int, server_version: str,
+            max_file_size: int, hint: tuple[str, int] | None = None) -> Recovery:
+    """Bring the files to a state an uninterrupted writer could have left after its last whole
+    transaction, and say where that is. ``hint`` = (file, end of a marker) from ``state.json``
+    lets the scan start there instead of at the file's beginning."""
+    directory = Path(directory)
+    files = list_files(directory, base)
+    rec = Recovery(files=files)
+    if not files:
+        return rec
+    last = files[-1]
+    path = directory / last
+    hint_marker = None
+    if hint is not None and hint[0] == last and path.stat().st_size >= hint[1]:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, hint[1] - MARKER_SIZE))
+            tail = fh.read(MARKER_SIZE)
+        hint_marker = _marker_at(tail, 0, len(tail), last, at=hint[1] - MARKER_SIZE)
+    scan = scan_file(path, hint[1] if hint_marker else None, hint_marker)
+    prev_rotate_ts = 0
+    if scan.fde_end == 0:
+        # The crash hit while the file was being started: rewrite its magic + FDE, which carries
+        # the timestamp of the ROTATE that ended the previous file.
+        if len(files) == 1:
+            path.unlink()
+            rec.actions.append(f"removed {last}: it never got a complete FORMAT_DESCRIPTION ({scan.problem})")
+            files.pop()
+            write_index(directory, files, base)
+            rec.files = files
+            return rec
+        _, prev_rotate_ts = _middle_file_marker(directory, files[-2])
+        head = file_start(server_id=server_id, server_version=server_version, timestamp=prev_rotate_ts)
+        with open(path, "wb") as fh:
+            fh.write(head)
+            fh.flush()
+            os.fsync(fh.fileno())
+        rec.actions.append(f"rewrote the start of {last} ({scan.problem})")
+        scan = scan_file(path)
+    marker = scan.last_marker
+    keep_end = marker.end if marker is not None else scan.fde_end
+    closed = _closed(scan) and scan.after_marker[0][1] == keep_end
+    if not closed and scan.size > keep_end:
+        if scan.problem is not None and scan.valid_end < keep_end:
+            raise DumperError(f"{path}: offset {scan.valid_end}: {scan.problem}")
+        _truncate(path, keep_end)
+        what = scan.problem or "a transaction without its CTS marker"
+        rec.actions.append(f"cut {scan.size - keep_end} bytes after offset {keep_end} of {last} ({what})")
+    if marker is None:
+        # No transaction in the last file: the last one is in an earlier file.
+        for name in reversed(files[:-1]):
+            m, ts = _middle_file_marker(directory, name)
+            if m is not None:
+                marker = m
+                break
+    rec.last_marker = marker
+    rec.last_vtso = marker.vtso if marker is not None else None
+    rec.last_timestamp = marker.timestamp if marker is not None else 0
+    if closed:
+        # ROTATE written, next file missing (or not indexed): start it as the writer would have.
+        rot_ts = scan.after_marker[0][3]
+        nxt = file_name(int(last.rsplit(".", 1)[1]) + 1, base)
+        head = file_start(server_id=server_id, server_version=server_version, timestamp=rot_ts)
+        with open(directory / nxt, "wb") as fh:
+            fh.write(head)
+            fh.flush()
+            os.fsync(fh.fileno())
+        files.append(nxt)
+        rec.actions.append(f"{last} ends with ROTATE: started {nxt}")
+        rec.position = len(head)
+    elif keep_end >= max_file_size and scan.last_marker is not None:
+        # The txn that filled the file was written, its ROTATE was not: rotate now.
+        nxt = file_name(int(last.rsplit(".", 1)[1]) + 1, base)
+        ts = scan.last_marker.timestamp
+        with open(path, "ab") as fh:
+            fh.write(rotate_event(keep_end, nxt, timestamp=ts, server_id=server_id))
+            fh.flush()
+            os.fsync(fh.fileno())
+        head = file_start(server_id=server_id, server_version=server_version, timestamp=ts)
+        with open(directory / nxt, "wb") as fh:
+            fh.write(head)
+            fh.flush()
+            os.fsync(fh.fileno())
+        files.append(nxt)
+        rec.actions.append(f"{last} is full ({keep_end} bytes) and had no ROTATE: rotated to {nxt}")
+        rec.position = len(head)
+    else:
+        rec.position = keep_end
+    listed = list_index(directory, base)
+    if listed != files:
+        write_index(directory, files, base)
+        if listed is not None and listed != files[:len(listed)]:
+            rec.actions.append("rewrote binlog.index")
+    else:
+        fsync_dir(directory)
+    rec.files = files
+    return rec
+
+
+def list_index(directory: Path, base: str = BASE) -> list[str] | None:
+    index = directory / f"{base}.index"
+    if not index.exists():
+        return None
+    return [os.path.basename(line.strip()) for line in index.read_text(encoding="ascii").splitlines()
+            if line.strip()]
