@@ -1,0 +1,564 @@
+"""``Shaper`` and ``shape(txns)``: GlobalTxns in global order → LogicalTxns (DESIGN §3, reference §5).
+
+One LogicalTxn per GlobalTxn, in the same order:
+
+* DML → logical db/table names and output table ids, rows in the logical columns in force at the
+  txn's vtso (``schema_shaper.rows``); blocks on system tables (``__cdc__*``, ``__drds_*``) are left
+  out, and a txn left with none is NONE.
+* DDL mark → applied to the logical model (and stored in the meta store), one logical QUERY (DDL);
+  NONE when the DDL is not visible to MySQL.
+* physical DDL → the physical model only (and the meta store); NONE.
+* heartbeat → HEARTBEAT; instruction, rollback → NONE.
+
+State (topology, logical tables with their output table ids, physical tables) is a function of the
+history applied so far — marks and physical DDLs in vtso order — so ``Shaper.as_of(store, vtso)``
+(restart) and ``Shaper.from_history(entries, vtso)`` (a Spark range) rebuild exactly the state an
+uninterrupted run had after ``vtso``; a mark or physical DDL at or below the state's vtso is not
+applied again. Table ids: a counter over table versions in history order (initial snapshot tables
+first, in sorted order), never a process-local one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from binlog.constants import ROWS_V1_TYPES, ROWS_V2_TYPES
+from binlog.rows_events import decode_table_map
+from extractor.model import Block, TxnKind
+from merger.model import GlobalTxn
+from schema_shaper.ddl import (
+    AlterTable,
+    CreateDatabase,
+    CreateTable,
+    DropDatabase,
+    DropTable,
+    Name,
+    RenameTable,
+    TruncateTable,
+    parse_ddl,
+    strip_polardbx,
+)
+from schema_shaper.errors import (
+    BadDdl,
+    ShapeError,
+    UnknownPhysicalSchema,
+    UnknownTable,
+    ValueMismatch,
+)
+from schema_shaper.marks import mark_entries, phys_entry, snapshot_entries, where
+from schema_shaper.meta_store import Entry, MarkEntry, MetaStore, PhysEntry
+from schema_shaper.model import LogicalBlock, LogicalKind, LogicalTxn
+from schema_shaper.query import ddl_query_payload, ddl_text
+from schema_shaper.rows import (
+    PASS,
+    SKIP,
+    TablePlan,
+    compatible,
+    pass_table_map,
+    rebuild_rows,
+    reshape_plan,
+)
+from schema_shaper.schema import TableSchema
+from schema_shaper.topology import Topology
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PREFIXES = ("__cdc__", "__drds_")
+_SYSTEM_DBS = {"mysql", "sys", "information_schema", "performance_schema"}
+_V2_OK = b"\x02\x00"
+_SKIP_PLAN = TablePlan(SKIP)
+
+
+def is_system(db: str, table: str) -> bool:
+    """Tables that never appear in the output: CDC system schemas and PolarDB-X internal tables."""
+    d, t = db.lower(), table.lower()
+    return d.startswith(SYSTEM_PREFIXES) or t.startswith(SYSTEM_PREFIXES)
+
+
+@dataclass(slots=True)
+class LogicalTable:
+    db: str
+    name: str
+    schema: TableSchema
+    table_id: int
+
+
+@dataclass(slots=True)
+class DdlOutput:
+    """What a mark emits (None when it is not visible to MySQL)."""
+
+    db: str
+    sql: str
+    query: bytes
+    server_id: int | None
+
+
+class Shaper:
+    """The shaper's state and rules; ``shape_txn`` turns one GlobalTxn into its LogicalTxn.
+
+    ``store``: where history is persisted (None: nowhere). ``on_error``: ``"raise"`` (a
+    ``ShapeError`` stops the stream) or ``"skip"`` (the offending block or DDL is left out with a
+    ``logging.warning``).
+    """
+
+    def __init__(self, *, store: MetaStore | None = None, on_error: str = "raise") -> None:
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+        self.store = store
+        self.on_error = on_error
+        self.topology = Topology()
+        self.tables: dict[tuple[str, str], LogicalTable] = {}
+        self.physical: dict[tuple[str, str], TableSchema] = {}
+        self.next_table_id = 1
+        self.vtso = ""  # the last history entry applied (or the as-of point)
+        self._plans: dict[bytes, TablePlan] = {}
+        self.counts = {"pass": 0, "reshape": 0}
+
+    # -- construction from history ----------------------------------------------------------------------
+    @classmethod
+    def from_history(cls, entries: Iterable[Entry], upto: str | None = None, **kwargs: Any) -> Shaper:
+        """A shaper in the state after applying ``entries`` with vtso ≤ ``upto`` (all when None)."""
+        shaper = cls(**kwargs)
+        for entry in entries:
+            if upto is not None and entry.vtso > upto:
+                continue
+            shaper.apply(entry, store=False)
+        if upto is not None:
+            shaper.vtso = max(shaper.vtso, upto)
+        return shaper
+
+    @classmethod
+    def as_of(cls, store: MetaStore, vtso: str | None, **kwargs: Any) -> Shaper:
+        """Restart: the state in force after ``vtso`` (None: after everything stored), from ``store``,
+        which the new shaper keeps writing to."""
+        return cls.from_history(store.history(vtso), vtso, store=store, **kwargs)
+
+    def load_snapshot(self, records: Iterable[dict[str, Any]], vtso: str | None = None) -> None:
+        """Start from an initial snapshot: TopologyRecords with ``createSql`` (see
+        ``marks.snapshot_entries``); stored like marks, so ``as_of`` restores them too."""
+        for entry in snapshot_entries(records, *(() if vtso is None else (vtso,))):
+            self.apply(entry)
+
+    # -- the stream ----------------------------------------------------------------------------------------
+    def shape_txn(self, g: GlobalTxn) -> LogicalTxn:
+        kind = g.kind
+        if kind is TxnKind.DML:
+            return self._dml(g)
+        if kind is TxnKind.HEARTBEAT:
+            return LogicalTxn(g.vtso, LogicalKind.HEARTBEAT, server_id=g.server_id, archive=g.archive, source=g)
+        if kind is TxnKind.DDL_MARK:
+            return self._mark(g)
+        if kind is TxnKind.PHYSICAL_DDL:
+            entry = phys_entry(g)
+            if entry.vtso > self.vtso:
+                self._guard(lambda: self.apply(entry), None)
+        return LogicalTxn(g.vtso, LogicalKind.NONE, archive=g.archive, source=g)
+
+    def _guard(self, fn: Any, default: Any) -> Any:
+        try:
+            return fn()
+        except ShapeError as exc:
+            if self.on_error == "raise":
+                raise
+            log.warning("SKIPPED (on_error=skip): %s", exc)
+            return default
+
+    # -- DML -------------------------------------------------------------------------------------------------
+    def _dml(self, g: GlobalTxn) -> LogicalTxn:
+        out = []
+        plans = self._plans
+        tso = None
+        for blk in g.blocks:
+            tm = blk.events[0]
+            payload = tm.payload
+            plan = plans.get(payload)
+            if plan is None:
+                plan = self._guard(lambda blk=blk, payload=payload: self._plan(blk, g, payload), _SKIP_PLAN)
+                if plan is _SKIP_PLAN and not is_system(blk.db, blk.table):
+                    continue  # an error skipped: not cached, every occurrence warns
+                plans[payload] = plan
+            kind = plan.kind
+            if kind == SKIP:
+                continue
+            if kind == PASS:
+                rows = self._pass_rows(plan, blk, g)
+                self.counts["pass"] += 1
+            else:
+                if tso is None:
+                    tso = int(g.vtso[:19])
+                rows = self._reshape_rows(plan, blk, g, tso)
+                self.counts["reshape"] += 1
+            if rows is None:
+                continue
+            out.append(LogicalBlock(plan.db, plan.table, plan.table_map, rows, blk.hint))
+        if not out:
+            return LogicalTxn(g.vtso, LogicalKind.NONE, archive=g.archive, source=g)
+        return LogicalTxn(g.vtso, LogicalKind.DML, out, server_id=g.server_id, archive=g.archive, source=g)
+
+    def _pass_rows(self, plan: TablePlan, blk: Block, g: GlobalTxn) -> list[tuple[int, bytes]] | None:
+        idb, src = plan.id_bytes, plan.src_id
+        rows = []
+        for e in blk.events[1:]:
+            raw = e.raw
+            t = e.h[1]
+            # v2 rows event, 6-byte id of this table map, no extra data: replace the id, keep the rest.
+            if t in ROWS_V2_TYPES and raw[19:25] == src and raw[27:29] == _V2_OK:
+                rows.append((t, idb + raw[25:len(raw) - e.ctx.crc_len]))
+            else:
+                got = self._guard(lambda e=e: self._rebuild(plan, blk, g, e, 0), None)
+                if got is None:
+                    return None
+                rows.append(got)
+        return rows
+
+    def _reshape_rows(self, plan: TablePlan, blk: Block, g: GlobalTxn, tso: int) -> list[tuple[int, bytes]] | None:
+        rows = []
+        for e in blk.events[1:]:
+            got = self._guard(lambda e=e: self._rebuild(plan, blk, g, e, tso), None)
+            if got is None:
+                return None
+            rows.append(got)
+        return rows
+
+    def _rebuild(self, plan: TablePlan, blk: Block, g: GlobalTxn, e: Any, tso: int) -> tuple[int, bytes]:
+        t = e.h[1]
+        try:
+            return (t + 7 if t in ROWS_V1_TYPES else t), rebuild_rows(plan, t, e.payload, e.ctx, tso)
+        except (ValueError, KeyError) as exc:
+            loc = where(blk, g)
+            loc["offset"] = e.pos
+            raise ValueMismatch(f"rows of {plan.db}.{plan.table} cannot be put in the logical form: {exc}",
+                                table=f"{blk.db}.{blk.table}", vtso=g.vtso, **loc) from None
+
+    def _plan(self, blk: Block, g: GlobalTxn, payload: bytes) -> TablePlan:
+        """The plan of one TABLE_MAP (cold path, cached by payload)."""
+        if is_system(blk.db, blk.table):
+            return _SKIP_PLAN
+        tm = blk.events[0]
+        shard = self.topology.lookup(blk.db, blk.table)
+        logical = self.tables.get((shard.db.lower(), shard.table.lower())) if shard is not None else None
+        if logical is None:
+            raise UnknownTable(f"no topology entry maps physical table {blk.db}.{blk.table} to a logical "
+                               "table", table=f"{blk.db}.{blk.table}", vtso=g.vtso, **where(blk, g))
+        try:
+            body = decode_table_map(payload, tm.ctx)
+        except ValueError as exc:
+            raise ValueMismatch(f"cannot read the TABLE_MAP: {exc}", table=f"{blk.db}.{blk.table}",
+                                vtso=g.vtso, **where(blk, g)) from None
+        phys_columns = list(body.columns)
+        names = [c.name for c in phys_columns]
+        known = self.physical.get((blk.db.lower(), blk.table.lower()))
+        if None in names:
+            if known is None or len(known.columns) != len(phys_columns):
+                what = "is unknown" if known is None else f"has {len(known.columns)} columns"
+                raise UnknownPhysicalSchema(
+                    f"the TABLE_MAP carries no column names and the physical table {what} "
+                    f"(TABLE_MAP: {len(phys_columns)} columns)", table=f"{blk.db}.{blk.table}", vtso=g.vtso,
+                    **where(blk, g))
+            names = known.names
+        if body.optional_metadata is None and known is not None and len(known.columns) == len(phys_columns):
+            # Without optional metadata the TABLE_MAP lacks signedness and ENUM/SET members: the
+            # physical model has them (needed to decode when rows must be reshaped).
+            phys_columns = [dataclasses.replace(c, name=k.name, unsigned=k.column.unsigned,
+                                                enum_values=k.column.enum_values, set_values=k.column.set_values)
+                            for c, k in zip(phys_columns, known.columns, strict=True)]
+        db = self.topology.db(logical.db)
+        plan = TablePlan(PASS, db.name if db is not None else logical.db, logical.name, logical.table_id,
+                         id_bytes=logical.table_id.to_bytes(6, "little"), src_id=payload[:6],
+                         src_table_id=body.table_id)
+        specs = logical.schema.columns
+        if compatible(phys_columns, names, specs):
+            short = len(payload) >= 6 and self._short_id(tm)
+            plan.table_map = pass_table_map(payload, plan.table_id, plan.db, plan.table, 4 if short else 6)
+            if short:
+                plan.src_id = b""  # never equal: rows go through the rebuilding path
+            return plan
+        return reshape_plan(plan, phys_columns, names, specs, logical.schema.binlog_columns())
+
+    @staticmethod
+    def _short_id(tm: Any) -> bool:
+        phl = tm.ctx.post_header_len
+        return len(phl) >= 19 and phl[18] == 6
+
+    # -- marks ----------------------------------------------------------------------------------------------
+    def _mark(self, g: GlobalTxn) -> LogicalTxn:
+        entries = self._guard(lambda: mark_entries(g), [])
+        outputs = []
+        fresh = g.vtso > self.vtso  # else applied already (a restart replays it): output only
+        for entry in entries:
+            if fresh:
+                ok = self._guard(lambda entry=entry: self.apply(entry) or True, False)
+                if not ok:
+                    continue
+            out = self._guard(lambda entry=entry: self.ddl_output(entry), None)
+            if out is not None:
+                outputs.append(out)
+        if not outputs:
+            return LogicalTxn(g.vtso, LogicalKind.NONE, archive=g.archive, source=g)
+        if len(outputs) > 1:
+            err = BadDdl(f"one mark transaction carries {len(outputs)} visible DDLs; one is written",
+                         vtso=g.vtso, table=f"{outputs[0].db}")
+            if self.on_error == "raise":
+                raise err
+            log.warning("SKIPPED (on_error=skip): %s", err)
+        out = outputs[0]
+        return LogicalTxn(g.vtso, LogicalKind.DDL, query=out.query, db=out.db, sql=out.sql,
+                          server_id=out.server_id, archive=g.archive, source=g)
+
+    def ddl_output(self, entry: MarkEntry) -> DdlOutput | None:
+        """The logical QUERY of a mark, or None when the DDL is not for MySQL (§5.2)."""
+        ext = _json(entry.ext, entry, "EXT") or {}
+        if entry.visibility != 1 or ext.get("isGsi") or ext.get("isCci"):
+            return None
+        mysql_sql = strip_polardbx(entry.ddl)
+        if not mysql_sql:
+            return None
+        try:
+            stmt = parse_ddl(entry.ddl)
+        except ValueError as exc:
+            raise self._bad_mark(entry, f"unparseable DDL: {exc}") from None
+        db = "" if isinstance(stmt, CreateDatabase) else entry.db
+        target = stmt.name if isinstance(stmt, (CreateDatabase, DropDatabase)) else entry.db
+        known = self.topology.db(target)
+        charset = (stmt.charset if isinstance(stmt, CreateDatabase) and stmt.charset else
+                   known.charset if known is not None else None)
+        text = ddl_text(entry.ddl, entry.vtso, ext.get("ddlId") or entry.job_id or 0, mysql_sql)
+        query = ddl_query_payload(db=db, text=text, updated_db=target, charset=charset,
+                                  sql_mode=ext.get("sqlMode"), flags2=int(ext.get("flags2") or 0))
+        server_id = ext.get("serverId")
+        return DdlOutput(db, mysql_sql, query, int(server_id) if server_id else None)
+
+    def _bad_mark(self, entry: MarkEntry, message: str) -> BadDdl:
+        dn, _, rest = entry.source.partition(":")
+        file, _, offset = rest.rpartition(":")
+        return BadDdl(message, dn=dn or None, file=file or None, offset=int(offset) if offset.isdigit() else None,
+                      table=f"{entry.db}.{entry.table}" if entry.table else entry.db, vtso=entry.vtso)
+
+    # -- history ---------------------------------------------------------------------------------------------
+    def apply(self, entry: Entry, *, store: bool = True) -> None:
+        """Apply one history entry to the model (and the store); the plan cache is dropped."""
+        if isinstance(entry, MarkEntry):
+            self._apply_mark(entry)
+        else:
+            self._apply_phys(entry)
+        self._plans.clear()
+        self.vtso = max(self.vtso, entry.vtso)
+        if store and self.store is not None:
+            self.store.add(entry)
+
+    def _apply_mark(self, entry: MarkEntry) -> None:
+        record = _json(entry.topology, entry, "META_INFO") or {}
+        db_meta = record.get("logicDbMeta")
+        table_meta = record.get("logicTableMeta")
+        db_info = self.topology.db(entry.db)
+        try:
+            stmt = parse_ddl(entry.ddl, charset=db_info.charset if db_info else "utf8mb4")
+        except ValueError as exc:
+            raise self._bad_mark(entry, f"unparseable DDL: {exc}") from None
+        try:
+            self._apply_statement(entry, stmt, db_meta, table_meta)
+        except (ValueError, KeyError) as exc:
+            raise self._bad_mark(entry, f"cannot apply the DDL: {exc}") from None
+
+    def _apply_statement(self, entry: MarkEntry, stmt: Any, db_meta: dict | None, table_meta: dict | None) -> None:
+        topo = self.topology
+        if isinstance(stmt, CreateDatabase):
+            db = topo.set_db(db_meta) if db_meta else topo.ensure_db(stmt.name, stmt.charset)
+            db.name = stmt.name  # the DDL's spelling: downstream creates it so
+            if stmt.charset:
+                db.charset = stmt.charset
+            return
+        if isinstance(stmt, DropDatabase):
+            for key in [k for k in self.tables if k[0] == stmt.name.lower()]:
+                self._drop_logical(*key)
+            topo.drop_db(stmt.name)
+            return
+        if isinstance(stmt, CreateTable):
+            db, name = self._qualify(stmt.table, entry.db)
+            if stmt.schema is not None:
+                schema = stmt.schema
+            else:
+                source = self._logical(self._qualify(stmt.like, entry.db))  # type: ignore[arg-type]
+                schema = source.schema.renamed(name)
+            self._define(db, name, self._authoritative(schema, table_meta, db, entry), table_meta)
+            return
+        if isinstance(stmt, AlterTable):
+            db, name = self._qualify(stmt.table, entry.db)
+            current = self._logical((db, name))
+            schema = stmt.apply(current.schema)
+            if stmt.rename_to is not None:
+                new_db, new_name = self._qualify(stmt.rename_to, db)
+                self._drop_logical(db, name)
+                db, name, schema = new_db, new_name, schema.renamed(new_name)
+            self._define(db, name, self._authoritative(schema, table_meta, db, entry), table_meta)
+            return
+        if isinstance(stmt, RenameTable):
+            for old, new in stmt.pairs:
+                odb, oname = self._qualify(old, entry.db)
+                ndb, nname = self._qualify(new, odb)
+                current = self._logical((odb, oname))
+                topo.rename_table(odb, oname, ndb, nname)
+                self._drop_logical(odb, oname, keep_topology=True)
+                meta = table_meta if table_meta and table_meta.get("tableName", "").lower() == nname.lower() else None
+                self._define(ndb, nname, current.schema.renamed(nname), meta)
+            return
+        if isinstance(stmt, TruncateTable):
+            db, name = self._qualify(stmt.table, entry.db)
+            current = self._logical((db, name))
+            self._define(db, name, current.schema, table_meta)  # a new table version, as MySQL reopens it
+            return
+        if isinstance(stmt, DropTable):
+            for t in stmt.tables:
+                db, name = self._qualify(t, entry.db)
+                self._drop_logical(db, name)
+            return
+        # Other: nothing in the model changes.
+
+    @staticmethod
+    def _qualify(name: Name, default_db: str) -> tuple[str, str]:
+        return (name[0] or default_db, name[1])
+
+    def _logical(self, name: tuple[str, str]) -> LogicalTable:
+        table = self.tables.get((name[0].lower(), name[1].lower()))
+        if table is None:
+            raise KeyError(f"unknown logical table {name[0]}.{name[1]}")
+        return table
+
+    def _authoritative(self, schema: TableSchema, table_meta: dict | None, db: str, entry: MarkEntry) -> TableSchema:
+        """META_INFO's createSql is the table as the CN has it after the DDL (§5.1a): it wins over
+        the model's own result, which must agree on columns (a difference is logged)."""
+        create = (table_meta or {}).get("createSql")
+        if not create or table_meta.get("tableName", "").lower() != schema.name.lower():  # type: ignore[union-attr]
+            return schema
+        db_info = self.topology.db(db)
+        stmt = parse_ddl(create, charset=db_info.charset if db_info else "utf8mb4")
+        if not isinstance(stmt, CreateTable) or stmt.schema is None:
+            raise ValueError("META_INFO createSql is not a CREATE TABLE with columns")
+        meta_schema = stmt.schema.renamed(schema.name)
+        if not meta_schema.shape_equal(schema):
+            log.warning("vtso %s: %s.%s after %r differs from META_INFO createSql; createSql wins "
+                        "(model: %s; createSql: %s)", entry.vtso, db, schema.name, entry.ddl[:200],
+                        schema.names, meta_schema.names)
+        return meta_schema
+
+    def _define(self, db: str, name: str, schema: TableSchema, table_meta: dict | None) -> None:
+        """A new version of logical table ``db.name``: the next table id, topology and physical seeds."""
+        key = (db.lower(), name.lower())
+        self.tables[key] = LogicalTable(db, name, schema, self.next_table_id)
+        self.next_table_id += 1
+        if table_meta is not None and table_meta.get("tableName", "").lower() == name.lower():
+            phys_keys = self.topology.set_table(db, table_meta)
+            self._seed_physical(phys_keys, schema, table_meta)
+        else:
+            self._seed_physical(self.topology.physical_keys(db, name), schema, None)
+
+    def _seed_physical(self, keys: list[tuple[str, str]], schema: TableSchema, table_meta: dict | None) -> None:
+        """At a mark every shard has converged: its physical schema is createSql4Phy (or the
+        logical one)."""
+        phys = schema
+        create4phy = (table_meta or {}).get("createSql4Phy")
+        if create4phy:
+            try:
+                stmt = parse_ddl(create4phy, charset=schema.charset)
+                if isinstance(stmt, CreateTable) and stmt.schema is not None:
+                    phys = stmt.schema
+            except ValueError as exc:
+                log.warning("META_INFO createSql4Phy of %s unreadable (%s): the logical schema stands in",
+                            schema.name, exc)
+        for key in keys:
+            self.physical[key] = phys.renamed(key[1])
+
+    def _drop_logical(self, db: str, name: str, *, keep_topology: bool = False) -> None:
+        self.tables.pop((db.lower(), name.lower()), None)
+        if not keep_topology:
+            for key in self.topology.physical_keys(db, name):
+                self.physical.pop(key, None)
+            self.topology.drop_table(db, name)
+
+    def _apply_phys(self, entry: PhysEntry) -> None:
+        db_l = entry.db.lower()
+        if db_l.startswith(SYSTEM_PREFIXES) or db_l in _SYSTEM_DBS:
+            return
+        try:
+            stmt = parse_ddl(entry.ddl)
+        except ValueError as exc:
+            raise BadDdl(f"unparseable physical DDL {entry.ddl[:200]!r}: {exc}", dn=entry.dn, file=entry.file,
+                         offset=entry.offset, table=entry.db, vtso=entry.vtso) from None
+        try:
+            self._apply_phys_statement(entry, stmt)
+        except (ValueError, KeyError) as exc:
+            raise BadDdl(f"cannot apply physical DDL {entry.ddl[:200]!r}: {exc}", dn=entry.dn, file=entry.file,
+                         offset=entry.offset, table=entry.db, vtso=entry.vtso) from None
+
+    def _apply_phys_statement(self, entry: PhysEntry, stmt: Any) -> None:
+        phys = self.physical
+        if isinstance(stmt, CreateTable):
+            db, name = self._qualify(stmt.table, entry.db)
+            if stmt.schema is not None:
+                phys[(db.lower(), name.lower())] = stmt.schema
+            else:
+                sdb, sname = self._qualify(stmt.like, entry.db)  # type: ignore[arg-type]
+                source = phys.get((sdb.lower(), sname.lower()))
+                if source is not None:
+                    phys[(db.lower(), name.lower())] = source.renamed(name)
+        elif isinstance(stmt, AlterTable):
+            db, name = self._qualify(stmt.table, entry.db)
+            key = (db.lower(), name.lower())
+            current = phys.get(key)
+            if current is None:
+                return  # a table the model does not know: nothing of ours depends on it
+            schema = stmt.apply(current)
+            if stmt.rename_to is not None:
+                ndb, nname = self._qualify(stmt.rename_to, db)
+                del phys[key]
+                phys[(ndb.lower(), nname.lower())] = schema.renamed(nname)
+                self.topology.rename_physical(db, name, ndb, nname)
+            else:
+                phys[key] = schema
+        elif isinstance(stmt, RenameTable):
+            for old, new in stmt.pairs:
+                odb, oname = self._qualify(old, entry.db)
+                ndb, nname = self._qualify(new, odb)
+                current = phys.pop((odb.lower(), oname.lower()), None)
+                if current is not None:
+                    phys[(ndb.lower(), nname.lower())] = current.renamed(nname)
+                self.topology.rename_physical(odb, oname, ndb, nname)
+        elif isinstance(stmt, DropTable):
+            for t in stmt.tables:
+                db, name = self._qualify(t, entry.db)
+                phys.pop((db.lower(), name.lower()), None)
+        elif isinstance(stmt, DropDatabase):
+            for key in [k for k in phys if k[0] == stmt.name.lower()]:
+                del phys[key]
+
+
+def _json(text: str | None, entry: MarkEntry, what: str) -> dict | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        dn, _, rest = entry.source.partition(":")
+        file, _, offset = rest.rpartition(":")
+        raise BadDdl(f"{what} is not JSON: {exc}", dn=dn or None, file=file or None,
+                     offset=int(offset) if offset.isdigit() else None, table=entry.db, vtso=entry.vtso) from None
+    return value if isinstance(value, dict) else None
+
+
+def shape(txns: Iterable[GlobalTxn], *, shaper: Shaper | None = None, store: MetaStore | None = None,
+          on_error: str = "raise") -> Iterator[LogicalTxn]:
+    """Shape a GlobalTxn stream in global order: exactly one LogicalTxn per input txn, same order.
+
+    ``shaper``: a prepared one (``Shaper.as_of`` on restart, ``Shaper.from_history`` for a range);
+    otherwise a new one on ``store`` with ``on_error``.
+    """
+    if shaper is None:
+        shaper = Shaper(store=store, on_error=on_error)
+    shape_txn = shaper.shape_txn
+    for g in txns:
+        yield shape_txn(g)
