@@ -63,7 +63,7 @@ def block_fp(b) -> tuple:
 def dn_txn_fp(t) -> tuple:
     """Every field of a DnTxn except the process-local ``opened_at``."""
     return (t.vtso, t.kind, t.dn, t.txn_id, t.branch, tuple(t.start), t.xid, tuple(t.end) if t.end else None,
-            t.tso, t.server_id, t.archive, t.db, t.sql, event_fp(t.query) if t.query else None,
+            t.tso, t.server_id, t.archive, t.restart, t.db, t.sql, event_fp(t.query) if t.query else None,
             tuple(block_fp(b) for b in t.blocks))
 
 

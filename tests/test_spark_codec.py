@@ -45,6 +45,7 @@ def test_round_trip_every_fixture(fixture):
     assert any(t.query is not None for t in flat)
     assert any(b.rows_query is not None for t in flat for b in t.blocks)
     assert any(t.xid is None for t in flat) and any(t.xid is not None for t in flat)
+    assert any(t.restart is not None for t in flat)
 
 
 def test_round_trip_through_ipc_and_large_types():

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from binlog.event import Event, FormatContext
 from binlog.header import HEADER_STRUCT
-from extractor.model import Block, DnTxn, Pos, TxnKind
+from extractor.model import Block, DnTxn, Pos, RestartPoint, TxnKind
 
 # (name, Arrow type, Spark DDL type). One declaration, both schemas derived from it.
 FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
@@ -40,6 +40,12 @@ FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("end_file", pa.string(), "string"),
     ("end_pos", pa.int64(), "long"),
     ("body", pa.binary(), "binary"),
+    # the restart point (quiet point) this transaction carries, if any (extractor.RestartPoint)
+    ("r_file", pa.string(), "string"),
+    ("r_pos", pa.int64(), "long"),
+    ("r_tso", pa.int64(), "long"),
+    ("r_txn_id", pa.int64(), "long"),
+    ("r_seq", pa.int64(), "long"),
 )
 SCHEMA = pa.schema([pa.field(name, typ) for name, typ, _ in FIELDS])
 SPARK_DDL = ", ".join(f"{name} {ddl}" for name, _, ddl in FIELDS)
@@ -53,6 +59,7 @@ _BLOCK_HEAD = struct.Struct("<HHHBI")  # len trace, len db, len table, flags, n 
 _HEADER = HEADER_STRUCT
 _F_HINT, _F_ROWS_QUERY, _F_QUERY, _F_DB, _F_SQL = 1, 2, 4, 8, 16
 _KINDS = {k.value: k for k in TxnKind}
+_tuple_new = tuple.__new__
 
 
 class CodecError(ValueError):
@@ -227,7 +234,8 @@ def encode_batch(txns: Iterable[DnTxn], dn_idx: int, range_of: RangeOf = _no_ran
     ``(rng, pkey)``."""
     cols: list[list] = [[] for _ in FIELDS]
     (vtso, kind, dn, dn_i, rng, pkey, txn_id, branch, xid, tso, server_id, archive,
-     start_file, start_pos, end_file, end_pos, body) = cols
+     start_file, start_pos, end_file, end_pos, body, r_file, r_pos, r_tso, r_txn_id, r_seq) = cols
+    no_point = (None, None, None, None, None)
     for t in txns:
         vtso.append(t.vtso)
         kind.append(t.kind.value)
@@ -248,6 +256,12 @@ def encode_batch(txns: Iterable[DnTxn], dn_idx: int, range_of: RangeOf = _no_ran
         end_file.append(end.file if end is not None else None)
         end_pos.append(end.offset if end is not None else None)
         body.append(encode_body(t))
+        p = t.restart or no_point
+        r_file.append(p[0])
+        r_pos.append(p[1])
+        r_tso.append(p[2])
+        r_txn_id.append(p[3])
+        r_seq.append(p[4])
     return pa.RecordBatch.from_arrays([pa.array(c, type=f[1]) for c, f in zip(cols, FIELDS, strict=True)],
                                       schema=SCHEMA)
 
@@ -279,6 +293,10 @@ def decode_batch(batch: pa.RecordBatch | pa.Table, decoder: BodyDecoder | None =
                     Pos(cols["start_file"][i], cols["start_pos"][i]), xid=cols["xid"][i],
                     vtso=cols["vtso"][i], end=Pos(end_file, cols["end_pos"][i]) if end_file is not None else None,
                     tso=cols["tso"][i], server_id=cols["server_id"][i], archive=cols["archive"][i])
+        r_file = cols["r_file"][i]
+        if r_file is not None:
+            txn.restart = _tuple_new(RestartPoint, (r_file, cols["r_pos"][i], cols["r_tso"][i],
+                                                    cols["r_txn_id"][i], cols["r_seq"][i]))
         decoder.decode(cols["body"][i], txn)
         out.append(txn)
     return out

@@ -111,32 +111,23 @@ class RangeOf:
 # -- reading one partition (runs in the executor's Python worker) ----------------------------------
 
 def read_part(plan: ReadPlan, part: PartSpec) -> Iterator:
-    """Extract one DN byte range and yield Arrow batches of its transactions (ascending vtso)."""
+    """Extract one DN byte range and yield Arrow batches of its transactions (ascending vtso).
+
+    A range starts and ends at restart points (quiet points: nothing open), so it holds exactly the
+    transactions begun in it, and ``extract`` from its start with the saved state gives them the
+    vtsos a whole-DN extraction gives."""
     from extractor import extract
     from extractor.model import Pos
     from extractor.vtso import VtsoState
     from gbinlog.spark_engine.arrow_codec import iter_encoded
+    from gbinlog.spark_engine.ranges import RangeSource
 
     dn = plan.dns[part.dn_idx]
+    source = RangeSource(dn.dir, dn.dn, Pos(*part.start) if part.start else None,
+                         Pos(*part.end) if part.end else None)
     state = VtsoState(*part.state) if part.state else None
-    start = Pos(*part.start) if part.start else None
-    txns = extract(dn.dir, dn_id=dn.dn, storage_seq=dn.storage_seq, state=state, start=start)
-    if part.end is not None:
-        txns = _starting_before(txns, dn.dir, part.end)
+    txns = extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=state)
     yield from iter_encoded(txns, part.dn_idx, RangeOf(plan.bounds, plan.pkeys))
-
-
-def _starting_before(txns, directory: str, end: tuple[str, int]):
-    """Only the transactions that start before ``end`` (the next range owns the rest)."""
-    from pathlib import Path
-
-    from extractor.source import list_binlog_files
-
-    order = {name: i for i, name in enumerate(list_binlog_files(Path(directory)))}
-    limit = (order[end[0]], end[1])
-    for t in txns:
-        if (order[t.start.file], t.start.offset) < limit:
-            yield t
 
 
 class _Part(InputPartition):

@@ -1,0 +1,95 @@
+"""Input byte ranges and output vtso ranges of the Spark engine (plain functions, no JVM)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from extractor import extract, storage_sequences
+from extractor.model import Pos
+from gbinlog.spark_engine.datasource import RangeOf, partition_keys, spark_int_hash
+from gbinlog.spark_engine.ranges import RangeSource, range_bounds, tso_samples
+from tests.spark_support import FIXTURES, dn_dirs, dn_txn_fp
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_ranges_cut_at_restart_points_concatenate_to_the_whole_dn(fixture):
+    dirs = dn_dirs(fixture)
+    seqs = storage_sequences(d.name for d in dirs)
+    for d in dirs:
+        full = list(extract(d, storage_seq=seqs[d.name]))
+        points = [t.restart for t in full if t.restart is not None]
+        # three cuts spread over the DN (the first files' points and the last ones)
+        cuts = sorted({points[len(points) // 4], points[len(points) // 2], points[-2]},
+                      key=lambda p: (p.file, p.offset))
+        starts = [None, *cuts]
+        ends = [*cuts, None]
+        got = []
+        for s, e in zip(starts, ends, strict=True):
+            src = RangeSource(d, d.name, s.pos if s else None, e.pos if e else None)
+            got.append(list(extract(src, dn_id=d.name, storage_seq=seqs[d.name],
+                                    state=s.vtso_state() if s else None)))
+        assert all(got), "every range has transactions"
+        assert [dn_txn_fp(t) for part in got for t in part] == [dn_txn_fp(t) for t in full]
+
+
+def test_range_source_leaves_a_partial_event_for_later(tmp_path):
+    d = dn_dirs(FIXTURES[0])[0]
+    shutil.copytree(d, tmp_path / "live" / d.name)
+    shutil.copytree(d, tmp_path / "cut" / d.name)
+    full = list(extract(d))
+    last = sorted(p.name for p in d.glob("mysql-bin.0*"))[-1]
+    size = (d / last).stat().st_size
+    cut = [t.end.offset for t in full if t.end.file == last][-3]
+    data = (d / last).read_bytes()
+    # the DN is still writing: its last file ends 7 bytes into an event; planned end = old size
+    (tmp_path / "live" / d.name / last).write_bytes(data[:cut + 7])
+    (tmp_path / "cut" / d.name / last).write_bytes(data[:cut])
+    got = list(extract(RangeSource(tmp_path / "live" / d.name, d.name, None, Pos(last, size)), dn_id=d.name))
+    want = list(extract(tmp_path / "cut" / d.name, dn_id=d.name))
+    assert len(want) > 10
+    assert [dn_txn_fp(t) for t in got] == [dn_txn_fp(t) for t in want]
+    # and an end inside the file stops before the event that runs past it
+    got = list(extract(RangeSource(d, d.name, None, Pos(last, cut + 7)), dn_id=d.name))
+    assert [dn_txn_fp(t) for t in got] == [dn_txn_fp(t) for t in want]
+
+
+def test_range_source_bad_bytes_inside_the_range_are_an_error(tmp_path):
+    from binlog.errors import BinlogError
+    d = dn_dirs(FIXTURES[0])[0]
+    shutil.copytree(d, tmp_path / d.name)
+    first = sorted(p.name for p in (tmp_path / d.name).glob("mysql-bin.0*"))[0]
+    path = tmp_path / d.name / first
+    data = bytearray(path.read_bytes())
+    data[5000] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(BinlogError, match=first):
+        list(extract(RangeSource(tmp_path / d.name, d.name)))
+
+
+def test_partition_keys_and_range_of():
+    keys = partition_keys(5)
+    assert [spark_int_hash(k) % 5 for k in keys] == [0, 1, 2, 3, 4]
+    assert len(set(keys)) == 5
+    r = RangeOf(["0000000000000000200", "0000000000000000300"], keys[:3])
+    assert r("0000000000000000100" + "1" * 35) == (0, keys[0])
+    assert r("0000000000000000200" + "0" * 35) == (1, keys[1])
+    assert r("0000000000000000299" + "9" * 35) == (1, keys[1])
+    assert r("0000000000000000300" + "0" * 35) == (2, keys[2])
+
+
+def test_range_bounds_balance_bytes_over_tso():
+    dns = [list(tso_samples(d)) for d in dn_dirs(FIXTURES[0])]
+    assert all(len(s) >= 2 for s in dns)
+    bounds = range_bounds(dns, 4)
+    assert len(bounds) == 3 and bounds == sorted(bounds)
+    # the real transactions fall into 4 ranges of comparable size
+    seqs = storage_sequences(d.name for d in dn_dirs(FIXTURES[0]))
+    sizes = [0, 0, 0, 0]
+    r = RangeOf(bounds, [0, 1, 2, 3])
+    for d in dn_dirs(FIXTURES[0]):
+        for t in extract(d, storage_seq=seqs[d.name]):
+            sizes[r(t.vtso)[0]] += sum(len(e.raw) for b in t.blocks for e in b.events)
+    assert min(sizes) > 0.5 * max(sizes), sizes
+    assert range_bounds(dns, 1) == [] and range_bounds([], 3) == []
