@@ -1,0 +1,272 @@
+"""The DN side of ``gbinlog run``: one feed per DN and a merge that DNs can join.
+
+``DnFeed`` runs one DN's source (replication protocol or a followed directory) and its
+``Assembler`` in a thread and hands the released ``DnTxn``s to the merge through a bounded queue,
+so a DN that is slow on the network never holds the GIL-bound merge in a read. It keeps what
+``gbinlog status`` shows: connection state, position, last TSO, oldest open prepare.
+
+``JoinableMerge`` is ``merger.merge`` over the feeds, rebuilt when a DN joins (scale-out): the
+transactions the old merge had taken from each DN but not yet emitted are put back in front of
+that DN's stream, the new DN's stream is added, and everything at or below the last emitted vtso
+(the new DN's history before it joined, its branch of the instruction) is dropped, so the output
+goes on with no gap and no reordering.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from extractor.assembler import Assembler
+from extractor.live_source import ReplicationSource
+from extractor.model import DnTxn, TxnKind
+from extractor.source import DirSource, DnSource
+from extractor.vtso import VtsoState
+from merger import GlobalTxn, merge
+
+log = logging.getLogger(__name__)
+_END = object()
+QUEUE_TXNS = 20_000
+
+
+class FeedStopped(Exception):
+    """The feed was stopped (shutdown): the merge ends without emitting anything more."""
+
+
+class DnFeed:
+    """One DN: source → Assembler (vtso, Sorter) → queue. ``stream()`` is what the merge reads."""
+
+    def __init__(self, dn_id: str, source: DnSource, *, storage_seq: str, state: VtsoState | None = None,
+                 start: str = "") -> None:
+        self.dn_id = dn_id
+        self.source = source
+        self.asm = Assembler(dn_id, storage_seq=storage_seq, state=state)
+        self.start = start
+        self.queue: queue.Queue = queue.Queue(QUEUE_TXNS)
+        self.stopped = threading.Event()
+        self.error: BaseException | None = None
+        self.txns = 0
+        self.last_tso: int | None = None          # newest released TSO (commit TSO or DN max)
+        self.last_tso_at = 0.0                    # monotonic time it was released
+        self.last_vtso = ""
+        self.events = 0                           # dir sources: counted here
+        self.bytes = 0
+        self.file = ""
+        self.pos = 0
+        self.thread = threading.Thread(target=self._run, name=f"gbinlog-dn:{dn_id}", daemon=True)
+
+    # -- thread -----------------------------------------------------------------------------------
+    def begin(self) -> DnFeed:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        asm, put = self.asm, self._put
+        try:
+            for name, events in self.source.files():
+                self.file = name
+                for txn in asm.feed(name, self._count(name, events)):
+                    self.txns += 1
+                    self.last_tso = int(txn.vtso[:19])
+                    self.last_tso_at = time.monotonic()
+                    self.last_vtso = txn.vtso
+                    put(txn)
+                if self.stopped.is_set():
+                    break
+        except BaseException as exc:  # noqa: BLE001 - handed to the merge thread
+            if not self.stopped.is_set():
+                self.error = exc
+                log.error("DN %s: %s", self.dn_id, exc)
+        finally:
+            put(_END)
+
+    def _count(self, name: str, events: Iterable) -> Iterator:
+        """Position and counters as events pass (dir sources keep none of their own)."""
+        for ev in events:
+            self.pos = ev.pos + ev.h[3]
+            self.events += 1
+            self.bytes += ev.h[3]
+            yield ev
+
+    def _put(self, item: object) -> None:
+        while True:
+            try:
+                self.queue.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                if self.stopped.is_set():
+                    return
+
+    def stream(self) -> Iterator[DnTxn]:
+        """The DN's transactions for the merge (blocks while the DN has nothing newer)."""
+        get = self.queue.get
+        while True:
+            try:
+                item = get(timeout=0.2)
+            except queue.Empty:
+                if self.stopped.is_set():
+                    raise FeedStopped(self.dn_id) from None
+                continue
+            if item is _END:
+                if self.error is not None:
+                    raise self.error
+                if self.stopped.is_set():
+                    raise FeedStopped(self.dn_id)
+                return
+            yield item
+
+    def stop(self) -> None:
+        self.stopped.set()
+        stop = getattr(self.source, "stop", None)
+        if stop is not None:
+            stop()
+
+    def join(self, timeout: float = 10.0) -> None:
+        self.thread.join(timeout)
+
+    # -- status -----------------------------------------------------------------------------------
+    def status(self) -> dict:
+        src = self.source
+        now = time.monotonic()
+        if isinstance(src, ReplicationSource):
+            state, file, pos = src.state, src.file, src.pos
+            events, nbytes, reconnects, error = src.events, src.bytes, src.reconnects, src.last_error
+            where = f"{src.host}:{src.port}"
+        else:
+            state = "failed" if self.error else ("stopped" if not self.thread.is_alive() else "following")
+            file, pos, events, nbytes, reconnects, error = self.file, self.pos, self.events, self.bytes, 0, None
+            where = str(getattr(src, "directory", ""))
+        if self.error is not None:
+            state, error = "failed", str(self.error)
+        oldest = self.asm.sorter.oldest_open()
+        held = None
+        if oldest is not None:
+            held = {"xid": oldest.xid, "at": str(oldest.start), "age_s": round(now - oldest.opened_at, 3),
+                    "committed_behind": len(self.asm.sorter.heap)}
+        last_ms = (self.last_tso >> 22) if self.last_tso else None
+        return {"dn": self.dn_id, "source": where, "state": state, "file": file, "pos": pos,
+                "events": events, "bytes": nbytes, "txns": self.txns, "reconnects": reconnects,
+                "last_error": error, "last_tso": self.last_tso, "last_vtso": self.last_vtso,
+                "last_tso_age_ms": round(time.time() * 1000 - last_ms) if last_ms else None,
+                "open_prepares": len(self.asm.sorter.wait), "oldest_open_prepare": held,
+                "queued": self.queue.qsize()}
+
+
+def dn_source(dn, *, start_file: str | None, start_pos: int, server_id: int, backoff_initial: float,
+              backoff_max: float, connect_timeout: float, heartbeat_s: float) -> DnSource:
+    """The source a ``DnConfig`` describes, starting at ``start_file:start_pos`` (None: the first file)."""
+    if dn.is_remote:
+        return ReplicationSource(dn.id, dn.host, dn.port, dn.user or "", dn.password,
+                                 start_file=start_file, start_pos=start_pos, server_id=server_id,
+                                 heartbeat=heartbeat_s, backoff_initial=backoff_initial,
+                                 backoff_max=backoff_max, connect_timeout=connect_timeout)
+    stopped = threading.Event()
+    src = DirSource(Path(dn.dir), dn_id=dn.id, follow=True, start_file=start_file, start_pos=start_pos,
+                    poll_interval=dn.poll_ms / 1000, should_stop=stopped.is_set)
+    src.stop = stopped.set  # type: ignore[attr-defined]
+    return src
+
+
+# -- the merge --------------------------------------------------------------------------------------
+class _Tracked:
+    """A DN stream that remembers what the merge took from it and has not emitted yet."""
+
+    def __init__(self, dn_id: str, it: Iterator[DnTxn]) -> None:
+        self.dn_id = dn_id
+        self.it = it
+        self.taken: deque[DnTxn] = deque()
+
+    def __iter__(self) -> Iterator[DnTxn]:
+        for txn in self.it:
+            self.taken.append(txn)
+            yield txn
+
+    def emitted(self, txn: DnTxn) -> None:
+        taken = self.taken
+        while taken:
+            if taken.popleft() is txn:
+                return
+        raise AssertionError(f"merge emitted a DN {self.dn_id} transaction it never took: {txn.vtso}")
+
+    def rest(self) -> Iterator[DnTxn]:
+        """Taken-but-not-emitted first, then the rest of the stream."""
+        return itertools.chain(list(self.taken), self.it)
+
+
+class JoinableMerge:
+    """``merge()`` over named DN streams; ``add(dn, stream)`` between two output transactions."""
+
+    def __init__(self, streams: dict[str, Iterator[DnTxn]]) -> None:
+        self._tracked = {dn: _Tracked(dn, it) for dn, it in streams.items()}
+        self._gen = merge(list(self._tracked.values()))
+        self.last_vtso: str | None = None
+        self.dropped = 0
+
+    @property
+    def dns(self) -> list[str]:
+        return list(self._tracked)
+
+    def __iter__(self) -> Iterator[GlobalTxn]:
+        return self
+
+    def __next__(self) -> GlobalTxn:
+        while True:
+            g = next(self._gen)
+            for b in g.branches:
+                self._tracked[b.dn].emitted(b)
+            if self.last_vtso is not None and g.vtso <= self.last_vtso:
+                # After a rebuild: the joined DN's history before it joined (its branch of the
+                # instruction, heartbeats already emitted from the other DNs). Never a new txn:
+                # everything it could join was emitted with the other DNs' branches.
+                self.dropped += 1
+                continue
+            self.last_vtso = g.vtso
+            return g
+
+    def add(self, dn_id: str, stream: Iterator[DnTxn]) -> None:
+        """Join DN ``dn_id``: the merge goes on from the last transaction it emitted."""
+        if dn_id in self._tracked:
+            raise ValueError(f"DN {dn_id} is already merged")
+        streams = {dn: _Tracked(dn, t.rest()) for dn, t in self._tracked.items()}
+        streams[dn_id] = _Tracked(dn_id, iter(stream))
+        self._gen.close()
+        self._tracked = streams
+        self._gen = merge(list(streams.values()))
+
+
+def storage_change(g: GlobalTxn) -> list[str] | None:
+    """The storage list of a ``StorageInstChange`` instruction (reference §5.1), else None.
+
+    The instruction row's columns are found by value: the type column reads ``StorageInstChange``
+    and the content column is JSON with ``storageInstList`` — no column names needed (a DN's table
+    map may carry none)."""
+    if g.kind is not TxnKind.INSTRUCTION or not g.blocks:
+        return None
+    from binlog.rows_events import decode_rows_event
+    from binlog.table_map import decode_table_map
+
+    block = g.blocks[0]
+    tm = block.events[0]
+    table_map = decode_table_map(tm.payload, tm.ctx)
+    for ev in block.events[1:]:
+        rows = decode_rows_event(ev.type_code, ev.payload, ev.ctx).rows(table_map)
+        for row in rows:
+            values = row if isinstance(row, (list, tuple)) else list(row.values())
+            texts = [v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v for v in values]
+            if "StorageInstChange" not in texts:
+                continue
+            for v in texts:
+                if isinstance(v, str) and "storageInstList" in v:
+                    try:
+                        return [str(x) for x in json.loads(v)["storageInstList"]]
+                    except (ValueError, KeyError, TypeError):
+                        return None
+    return None
+
