@@ -160,7 +160,7 @@ TABLE_COLUMNS = [
     Column(T.LONG, 0, name="id"),
     varchar_column(256, name="v", charset=45),
     Column(T.LONGLONG, 0, name="n"),
-    blob_column(4, name="b"),
+    blob_column(4, name="b", charset=63),  # MySQL gives BLOBs the binary charset in the metadata
 ]
 CREATE_TABLE = ("CREATE TABLE t (id INT NOT NULL PRIMARY KEY, v VARCHAR(64), n BIGINT, b LONGBLOB) "
                 "DEFAULT CHARSET=utf8mb4")
@@ -292,3 +292,43 @@ def table_checksum(server, db: str, table: str) -> tuple[int, int]:
     row = server.query(f"SELECT COUNT(*), BIT_XOR(CAST(CRC32(CONCAT_WS(',', {expr})) AS UNSIGNED)) "
                        f"FROM `{db}`.`{table}`")[0]
     return int(row[0]), int(row[1] or 0)
+
+
+class Grower:
+    """Replays a finished binlog directory into an empty one, a few bytes at a time, the way a writer
+    grows it: file bytes cut anywhere (also inside events), the index line added when a file's first
+    bytes are written (after the previous file is complete). ``advance()`` writes one more piece."""
+
+    def __init__(self, src: Path, dst: Path, *, steps: int = 40, seed: int = 1, base: str = "binlog") -> None:
+        import random
+
+        self.src, self.dst, self.base = Path(src), Path(dst), base
+        self.files = [line.strip().rsplit("/", 1)[-1]
+                      for line in (self.src / f"{base}.index").read_text().splitlines() if line.strip()]
+        self.dst.mkdir(parents=True, exist_ok=True)
+        self.sizes = [(self.src / f).stat().st_size for f in self.files]
+        self.data = b"".join((self.src / f).read_bytes() for f in self.files)
+        self.starts = [sum(self.sizes[:i]) for i in range(len(self.files))]
+        rng = random.Random(seed)
+        self.cuts = sorted(rng.sample(range(1, len(self.data)), steps - 1)) + [len(self.data)]
+        self.written = 0
+
+    def advance(self) -> bool:
+        """Write up to the next cut; False once everything is written."""
+        if not self.cuts:
+            return False
+        cut = self.cuts.pop(0)
+        while self.written < cut:
+            i = max(k for k, s in enumerate(self.starts) if s <= self.written)
+            end = min(cut, self.starts[i] + self.sizes[i])
+            with open(self.dst / self.files[i], "ab") as fh:
+                fh.write(self.data[self.written:end])
+            if self.written == self.starts[i]:
+                with open(self.dst / f"{self.base}.index", "a") as idx:
+                    idx.write(f"./{self.files[i]}\n")
+            self.written = end
+        return True
+
+    def run(self, delay: float = 0.02) -> None:
+        while self.advance():
+            time.sleep(delay)
