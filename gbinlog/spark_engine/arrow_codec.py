@@ -27,6 +27,7 @@ FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
     ("kind", pa.string(), "string"),
     ("dn", pa.string(), "string"),
     ("dn_idx", pa.int32(), "int"),       # the DN's place in the engine's DN list (merge order)
+    ("seq", pa.int64(), "long"),         # order within the DN: (input range << 32) + ordinal
     ("rng", pa.int32(), "int"),          # output range (global binlog file) of this vtso
     ("pkey", pa.int32(), "int"),         # a key whose Spark hash lands in partition ``rng``
     ("txn_id", pa.int64(), "long"),
@@ -229,11 +230,12 @@ def _no_range(vtso: str) -> tuple[int, int]:
     return 0, 0
 
 
-def encode_batch(txns: Iterable[DnTxn], dn_idx: int, range_of: RangeOf = _no_range) -> pa.RecordBatch:
+def encode_batch(txns: Iterable[DnTxn], dn_idx: int, range_of: RangeOf = _no_range,
+                 seq_start: int = 0) -> pa.RecordBatch:
     """One RecordBatch (``SCHEMA``) of ``txns`` of the DN at ``dn_idx``; ``range_of(vtso)`` gives
-    ``(rng, pkey)``."""
+    ``(rng, pkey)``; ``seq`` counts from ``seq_start``."""
     cols: list[list] = [[] for _ in FIELDS]
-    (vtso, kind, dn, dn_i, rng, pkey, txn_id, branch, xid, tso, server_id, archive,
+    (vtso, kind, dn, dn_i, seq, rng, pkey, txn_id, branch, xid, tso, server_id, archive,
      start_file, start_pos, end_file, end_pos, body, r_file, r_pos, r_tso, r_txn_id, r_seq) = cols
     no_point = (None, None, None, None, None)
     for t in txns:
@@ -241,6 +243,8 @@ def encode_batch(txns: Iterable[DnTxn], dn_idx: int, range_of: RangeOf = _no_ran
         kind.append(t.kind.value)
         dn.append(t.dn)
         dn_i.append(dn_idx)
+        seq.append(seq_start)
+        seq_start += 1
         r, k = range_of(t.vtso)
         rng.append(r)
         pkey.append(k)
@@ -266,7 +270,7 @@ def encode_batch(txns: Iterable[DnTxn], dn_idx: int, range_of: RangeOf = _no_ran
                                       schema=SCHEMA)
 
 
-def iter_encoded(txns: Iterable[DnTxn], dn_idx: int, range_of: RangeOf = _no_range,
+def iter_encoded(txns: Iterable[DnTxn], dn_idx: int, range_of: RangeOf = _no_range, seq_start: int = 0,
                  max_rows: int = 2000, max_bytes: int = 16 << 20) -> Iterator[pa.RecordBatch]:
     """``txns`` as RecordBatches of at most ``max_rows`` rows / about ``max_bytes`` of events."""
     chunk: list[DnTxn] = []
@@ -275,16 +279,17 @@ def iter_encoded(txns: Iterable[DnTxn], dn_idx: int, range_of: RangeOf = _no_ran
         chunk.append(t)
         size += sum(len(e.raw) for b in t.blocks for e in b.events) if t.blocks else 64
         if len(chunk) >= max_rows or size >= max_bytes:
-            yield encode_batch(chunk, dn_idx, range_of)
+            yield encode_batch(chunk, dn_idx, range_of, seq_start)
+            seq_start += len(chunk)
             chunk, size = [], 0
     if chunk:
-        yield encode_batch(chunk, dn_idx, range_of)
+        yield encode_batch(chunk, dn_idx, range_of, seq_start)
 
 
 def decode_batch(batch: pa.RecordBatch | pa.Table, decoder: BodyDecoder | None = None) -> list[DnTxn]:
     """The transactions of a batch (any column order; large_binary/large_string accepted)."""
     decoder = decoder or BodyDecoder()
-    cols = {name: batch.column(name).to_pylist() for name, _, _ in FIELDS if name not in ("rng", "pkey", "dn_idx")}
+    cols = {name: batch.column(name).to_pylist() for name, _, _ in FIELDS if name not in ("rng", "pkey", "dn_idx", "seq")}
     out: list[DnTxn] = []
     kinds = _KINDS
     for i in range(batch.num_rows):

@@ -110,7 +110,7 @@ class RangeOf:
 
 # -- reading one partition (runs in the executor's Python worker) ----------------------------------
 
-def read_part(plan: ReadPlan, part: PartSpec) -> Iterator:
+def read_part(plan: ReadPlan, index: int) -> Iterator:
     """Extract one DN byte range and yield Arrow batches of its transactions (ascending vtso).
 
     A range starts and ends at restart points (quiet points: nothing open), so it holds exactly the
@@ -122,18 +122,19 @@ def read_part(plan: ReadPlan, part: PartSpec) -> Iterator:
     from gbinlog.spark_engine.arrow_codec import iter_encoded
     from gbinlog.spark_engine.ranges import RangeSource
 
+    part = plan.parts[index]
     dn = plan.dns[part.dn_idx]
     source = RangeSource(dn.dir, dn.dn, Pos(*part.start) if part.start else None,
                          Pos(*part.end) if part.end else None)
     state = VtsoState(*part.state) if part.state else None
     txns = extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=state)
-    yield from iter_encoded(txns, part.dn_idx, RangeOf(plan.bounds, plan.pkeys))
+    yield from iter_encoded(txns, part.dn_idx, RangeOf(plan.bounds, plan.pkeys), seq_start=index << 32)
 
 
 class _Part(InputPartition):
-    def __init__(self, index: int, spec: PartSpec) -> None:
+    def __init__(self, index: int) -> None:
         super().__init__(index)
-        self.spec = spec
+        self.index = index
 
 
 class DnBinlogReader(DataSourceReader):
@@ -141,10 +142,10 @@ class DnBinlogReader(DataSourceReader):
         self.plan = plan
 
     def partitions(self) -> list[InputPartition]:
-        return [_Part(i, p) for i, p in enumerate(self.plan.parts)]
+        return [_Part(i) for i in range(len(self.plan.parts))]
 
     def read(self, partition: _Part) -> Iterator:
-        return read_part(self.plan, partition.spec)
+        return read_part(self.plan, partition.index)
 
 
 class DnBinlogSource(DataSource):
