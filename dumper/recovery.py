@@ -147,7 +147,8 @@ def scan_file(path: Path, start: int | None = None, marker: Marker | None = None
             ts, type_code, _sid, ev_size, log_pos, _flags = unpack(data, off)
             end = off + ev_size
             if ev_size < HEADER_LEN + 4 or end > size:
-                scan.problem = f"event at {off} is cut (size {ev_size}, file ends at {size})"
+                scan.problem = (f"torn event at {off}: {size - off} of its {ev_size} bytes are in the file"
+                                if ev_size >= HEADER_LEN + 4 else f"impossible event size {ev_size} at {off}")
                 break
             if log_pos != end:
                 scan.problem = f"event at {off} has log_pos {log_pos}, expected {end}"
@@ -164,7 +165,7 @@ def scan_file(path: Path, start: int | None = None, marker: Marker | None = None
             off = end
         else:
             if off < size:
-                scan.problem = f"{size - off} bytes after the last event at {off}"
+                scan.problem = f"torn event at {off}: the file ends {size - off} bytes into its header"
         view.release()
         scan.valid_end = off
     return scan
@@ -251,19 +252,18 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
     marker = scan.last_marker
     keep_end = marker.end if marker is not None else scan.fde_end
     closed = _closed(scan) and scan.after_marker[0][1] == keep_end
-    if not closed and scan.size > keep_end:
-        if scan.problem is not None and scan.valid_end < keep_end:
-            raise DumperError(f"{path}: offset {scan.valid_end}: {scan.problem}")
-        _truncate(path, keep_end)
-        what = scan.problem or "a transaction without its CTS marker"
-        rec.actions.append(f"cut {scan.size - keep_end} bytes after offset {keep_end} of {last} ({what})")
     if marker is None:
-        # No transaction in the last file: the last one is in an earlier file.
+        # No transaction in the last file: the last one is in an earlier file (checked before
+        # anything is changed, so corruption there leaves every file as it was).
         for name in reversed(files[:-1]):
-            m, ts = _middle_file_marker(directory, name)
+            m, _ts = _middle_file_marker(directory, name)
             if m is not None:
                 marker = m
                 break
+    if not closed and scan.size > keep_end:
+        _truncate(path, keep_end)
+        what = scan.problem or "a transaction without its CTS marker"
+        rec.actions.append(f"cut {scan.size - keep_end} bytes after offset {keep_end} of {last} ({what})")
     rec.last_marker = marker
     rec.last_vtso = marker.vtso if marker is not None else None
     rec.last_timestamp = marker.timestamp if marker is not None else 0
