@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
@@ -444,7 +445,16 @@ _SCHEMA_OBJECT = re.compile(r"\s*(?:create|alter|drop|truncate)\s+(?:temporary\s
 
 def parse_ddl(sql: str, *, charset: str = DEFAULT_CHARSET) -> Statement:
     """One DDL statement → a model statement. ``charset``: the database's default character set (for
-    columns and tables that name none). Raises ValueError for text it cannot read."""
+    columns and tables that name none). Raises ValueError for text it cannot read.
+
+    Cached: rebuilding a shaper from history parses the same few statements again, and sqlglot
+    costs milliseconds a statement. The statements are never modified (schemas are immutable and
+    ALTER changes are pure functions), so sharing them is safe."""
+    return _parse_ddl(sql, charset.lower())
+
+
+@lru_cache(maxsize=1024)
+def _parse_ddl(sql: str, charset: str) -> Statement:
     text = strip_polardbx(sql)
     verb = _DDL_VERB.match(text)
     if not verb:

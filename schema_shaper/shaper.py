@@ -117,6 +117,7 @@ class Shaper:
         self.next_table_id = 1
         self.vtso = ""  # the last history entry applied (or the as-of point)
         self._plans: dict[bytes, TablePlan] = {}
+        self._stored_upto = (store.last_vtso() or "") if store is not None else ""
         self.counts = {"pass": 0, "reshape": 0}
 
     # -- construction from history ----------------------------------------------------------------------
@@ -348,7 +349,9 @@ class Shaper:
             self._apply_phys(entry)
         self._plans.clear()
         self.vtso = max(self.vtso, entry.vtso)
-        if store and self.store is not None:
+        # Entries are stored in vtso order as they are applied: one at or below the store's last
+        # vtso is there already (a restart replaying it), and writing it again would only cost a sync.
+        if store and self.store is not None and entry.vtso > self._stored_upto:
             self.store.add(entry)
 
     def _apply_mark(self, entry: MarkEntry) -> None:
@@ -410,7 +413,8 @@ class Shaper:
         if isinstance(stmt, TruncateTable):
             db, name = self._qualify(stmt.table, entry.db)
             current = self._logical((db, name))
-            self._define(db, name, current.schema, table_meta)  # a new table version, as MySQL reopens it
+            # Same columns: the same table version and id; the topology is refreshed.
+            self._define(db, name, current.schema, table_meta, table_id=current.table_id)
             return
         if isinstance(stmt, DropTable):
             for t in stmt.tables:
@@ -446,11 +450,15 @@ class Shaper:
                         schema.names, meta_schema.names)
         return meta_schema
 
-    def _define(self, db: str, name: str, schema: TableSchema, table_meta: dict | None) -> None:
-        """A new version of logical table ``db.name``: the next table id, topology and physical seeds."""
+    def _define(self, db: str, name: str, schema: TableSchema, table_meta: dict | None, *,
+                table_id: int | None = None) -> None:
+        """A new version of logical table ``db.name`` (the next table id unless ``table_id`` keeps
+        one), its topology and physical seeds."""
         key = (db.lower(), name.lower())
-        self.tables[key] = LogicalTable(db, name, schema, self.next_table_id)
-        self.next_table_id += 1
+        if table_id is None:
+            table_id = self.next_table_id
+            self.next_table_id += 1
+        self.tables[key] = LogicalTable(db, name, schema, table_id)
         if table_meta is not None and table_meta.get("tableName", "").lower() == name.lower():
             phys_keys = self.topology.set_table(db, table_meta)
             self._seed_physical(phys_keys, schema, table_meta)

@@ -1,0 +1,153 @@
+"""The meta store and restarts: the logical and physical history land in SQLite (and in a real
+MariaDB through a ``metadb`` URL); a shaper rebuilt "as of vtso X" from it — or from the marks and
+physical DDLs collected up front, as the Spark engine does — shapes the rest of the stream into
+exactly the bytes of an uninterrupted run; re-applying history already stored changes nothing;
+table ids follow the logical table versions (the truth's ``logical_schemas`` order).
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import cache
+
+import pytest
+
+from binlog.rows_events import decode_table_map
+from extractor import TxnKind, extract, storage_sequences
+from schema_shaper import LogicalKind, MarkEntry, MetaStore, PhysEntry, Shaper, collect_history, shape
+from tests.mariadb import MariaDB
+from tests.test_shape_util import FIXTURES, fixture_txns, truth
+
+NAME = "ddl-3dn"
+
+
+def signature(o) -> tuple:
+    """Everything of a LogicalTxn the dumper writes."""
+    return (o.vtso, o.kind, o.query, o.db, o.sql, o.server_id, o.archive,
+            tuple((b.db, b.table, b.table_map, tuple(b.rows), b.hint) for b in o.blocks))
+
+
+@cache
+def full_run() -> list[tuple]:
+    return [signature(o) for o in shape(fixture_txns(NAME))]
+
+
+def cut_points() -> list[str]:
+    """Every mark, every third physical DDL, and every 40th txn."""
+    txns = fixture_txns(NAME)
+    phys = [g.vtso for g in txns if g.kind is TxnKind.PHYSICAL_DDL][::3]
+    marks = [g.vtso for g in txns if g.kind is TxnKind.DDL_MARK]
+    return sorted(set(marks + phys + [g.vtso for g in txns[::40]]))
+
+
+def stored_rows(store: MetaStore) -> tuple[int, int]:
+    h = store.history()
+    return sum(isinstance(e, MarkEntry) for e in h), sum(isinstance(e, PhysEntry) for e in h)
+
+
+def test_sqlite_history_matches_the_truth(tmp_path):
+    t = truth(NAME)
+    path = tmp_path / "meta.db"
+    with MetaStore.open(path) as store:
+        out = [signature(o) for o in shape(fixture_txns(NAME), store=store)]
+        assert out == full_run()
+        history = store.history()
+        for e in history:  # storing an entry again is a no-op
+            store.add(e)
+        assert store.history() == history
+    marks = [e for e in history if isinstance(e, MarkEntry)]
+    assert [(e.vtso, e.db, e.table or None, e.sql_kind, e.ddl) for e in marks] == [
+        (d["vtso"], d["db"], d["table"], d["sql_kind"], d["sql"]) for d in t["ddls"]]
+    phys = sorted((e.dn, e.file, e.offset, e.ddl) for e in history if isinstance(e, PhysEntry))
+    assert phys == sorted((dn, p["file"], p["pos"], p["sql"]) for dn, v in t["physical_ddls"].items() for p in v)
+    assert [e.vtso for e in history] == sorted(e.vtso for e in history)
+
+
+def test_restart_as_of_any_point_gives_identical_output(tmp_path):
+    path = tmp_path / "meta.db"
+    txns = fixture_txns(NAME)
+    with MetaStore.open(path) as store:
+        for _ in shape(txns, store=store):
+            pass
+        counts = stored_rows(store)
+    full = full_run()
+    points = cut_points()
+    assert len(points) > 30, len(points)
+    for x in points:
+        with MetaStore.open(path) as store:
+            shaper = Shaper.as_of(store, x)
+            # A restart re-reads DNs from a position before x: marks and physical DDLs already
+            # stored come again and must change nothing.
+            for g in txns:
+                if g.vtso <= x and g.kind in (TxnKind.DDL_MARK, TxnKind.PHYSICAL_DDL):
+                    shaper.shape_txn(g)
+            rest = [signature(shaper.shape_txn(g)) for g in txns if g.vtso > x]
+            assert rest == [s for s in full if s[0] > x], x
+            assert stored_rows(store) == counts
+
+
+def test_history_collected_up_front_rebuilds_any_range():
+    """Spark: marks and physical DDLs collected first (here from the per-DN streams, unmerged: every
+    DN carries the mark), then each range shaped from ``Shaper.from_history(entries, start)``."""
+    t = truth(NAME)
+    dns = [d["id"] for d in t["dns"]]
+    seqs = storage_sequences(dns)
+    per_dn = itertools.chain.from_iterable(extract(FIXTURES / NAME / dn, storage_seq=seqs[dn]) for dn in dns)
+    entries = collect_history(per_dn)
+    merged = collect_history(fixture_txns(NAME))
+    strip = [(type(e).__name__, e.vtso, getattr(e, "ddl", None), getattr(e, "topology", None),
+              getattr(e, "offset", None)) for e in entries]
+    assert strip == [(type(e).__name__, e.vtso, getattr(e, "ddl", None), getattr(e, "topology", None),
+                      getattr(e, "offset", None)) for e in merged]
+    assert sum(isinstance(e, MarkEntry) for e in entries) == len(t["ddls"])
+    txns = fixture_txns(NAME)
+    full = full_run()
+    bounds = [None] + [txns[i].vtso for i in range(50, len(txns), 50)]
+    for start, end in itertools.pairwise(bounds + [None]):
+        shaper = Shaper.from_history(entries, start) if start else Shaper()
+        part = [signature(shaper.shape_txn(g)) for g in txns
+                if (start is None or g.vtso > start) and (end is None or g.vtso <= end)]
+        assert part == [s for s in full if (start is None or s[0] > start) and (end is None or s[0] <= end)]
+
+
+def test_table_ids_follow_logical_table_versions():
+    """The TABLE_MAP id of every shaped block is 1 + the index of the logical table version its rows
+    follow (the truth numbers versions in mark order): a function of the schema history alone."""
+    t = truth(NAME)
+    out = list(shape(fixture_txns(NAME)))
+    changes = {x["vtso"]: x["changes"] for x in t["txns"] if x["kind"] == "dml"}
+    n = 0
+    for o in out:
+        if o.kind is LogicalKind.DML:
+            for block, change in zip(o.blocks, changes[o.vtso], strict=True):
+                assert decode_table_map(block.table_map).table_id == change["schema"] + 1
+                n += 1
+    assert n > 300
+
+
+@pytest.fixture(scope="module")
+def metadb(tmp_path_factory):
+    srv = MariaDB.start(tmp_path_factory.mktemp("metadb"))
+    yield srv
+    srv.stop()
+
+
+def test_mariadb_meta_store(metadb, tmp_path):
+    url = f"mysql://root@localhost/gbinlog_meta?unix_socket={metadb.socket}"
+    txns = fixture_txns(NAME)
+    with MetaStore.open(url) as store, MetaStore.open(tmp_path / "meta.db") as lite:
+        out = [signature(o) for o in shape(txns, store=store)]
+        assert out == full_run()
+        for _ in shape(txns, store=lite):
+            pass
+        assert store.history() == lite.history()
+        # idempotent: storing the same history again adds nothing
+        for e in lite.history():
+            store.add(e)
+        assert store.history() == lite.history()
+    tables = {r[0] for r in metadb.query("SHOW TABLES", "gbinlog_meta")}
+    assert tables == {"binlog_logic_meta_history", "binlog_phy_ddl_history"}
+    x = [g.vtso for g in txns if g.kind is TxnKind.DDL_MARK][8]
+    with MetaStore.open(url) as store:
+        shaper = Shaper.as_of(store, x)
+        assert [signature(shaper.shape_txn(g)) for g in txns if g.vtso > x] == [s for s in full_run() if s[0] > x]
