@@ -111,9 +111,14 @@ def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
     the TSO), server id (the txn's hint server id, else ``server_id``), size and end position, the
     payloads as given, CRC32 each. ``b""`` for a transaction that writes nothing (NONE, a heartbeat
     outside its second)."""
+    return _encode(txn, pos, server_id, heartbeat_interval)[0]
+
+
+def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int) -> tuple[bytes, int]:
+    """``encode_txn`` and the number of events."""
     evs = _events(txn, heartbeat_interval)
     if evs is None:
-        return b""
+        return b"", 0
     ts = txn.timestamp
     sid = txn.server_id if txn.server_id is not None else server_id
     out = bytearray()
@@ -126,7 +131,7 @@ def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
         out += head
         out += payload
         out += crc32(payload, crc32(head)).to_bytes(4, "little")
-    return bytes(out)
+    return bytes(out), len(evs)
 
 
 def _event(type_code: int, payload: bytes, *, timestamp: int, server_id: int, pos: int, flags: int = 0) -> bytes:
@@ -265,6 +270,10 @@ class GlobalBinlog:
         self._disk_pos = rec.position                    # end of what os.write put in the file
         self.bytes_written = 0
         self.txns_written = 0
+        self.events_written = 0
+        # (file, end) of the last CTS marker: where state.json's recovery hint points
+        self.last_marker: tuple[str, int] | None = (
+            (rec.last_marker.file, rec.last_marker.end) if rec.last_marker is not None else None)
         if self.files:
             self._fd = os.open(self.directory / self.files[-1], os.O_WRONLY)
             os.lseek(self._fd, self.position, os.SEEK_SET)
@@ -292,12 +301,14 @@ class GlobalBinlog:
                 self.last_vtso = vtso
                 return 0
             self._open_file(1 if not self.files else int(self.files[-1].rsplit(".", 1)[1]) + 1, txn.timestamp)
-        data = encode_txn(txn, self.position, self.server_id, heartbeat_interval=self.heartbeat_interval)
+        data, n_events = _encode(txn, self.position, self.server_id, self.heartbeat_interval)
         self.last_vtso = vtso
         if not data:
             return 0
         self._buf += data
         self.position += len(data)
+        self.last_marker = (self.files[-1], self.position)
+        self.events_written += n_events
         self.last_written_vtso = vtso
         self.last_timestamp = txn.timestamp
         self.bytes_written += len(data)

@@ -1,0 +1,136 @@
+"""``state.json``: where to restart from, written atomically after the binlog is fsynced (DESIGN.md §4).
+
+Format ``gbinlog-state/1`` (one JSON object)::
+
+    {
+      "format": "gbinlog-state/1",
+      "cluster": {"id": "<tso(19)+txnId(19) of the first heartbeat seen, or null>",
+                  "dns": {"dn0": {"server_id": 2724573685}, ...}},
+      "storage_seqs": {"dn0": "099589", ...},
+      "last_vtso": "<54 digits>",          # the last transaction consumed (written, or NONE)
+      "binlog": {"file": "binlog.000003", "pos": 12345, "vtso": "<54 digits>"},
+                                           # end of the last CTS marker written (null: none yet)
+      "dns": {"dn0": {"file": "mysql-bin.000002", "pos": 456, "tso": 7202…, "txn_id": 8490…,
+                      "seq": 1}, ...},     # restart point per DN (null: from its first file)
+      "heartbeat_dns": ["dn0", ...],       # DNs that took part in a heartbeat so far
+      "meta_store": "meta.db",             # the shaper's meta store: a path (relative to the
+                                           #   out dir) or a mysql:// URL
+      "settings": {"server_id": 1, "server_version": "5.7.44-gbinlog",
+                   "max_file_size": 524288000, "heartbeat_interval": 30},
+      "counts": {"txns": N, "written": N, "events": N, "bytes": N}   # informational
+    }
+
+Restart: the binlog is recovered first (its last marker may be newer than ``binlog.vtso``, never
+older); every DN is re-read from its restart point with that ``VtsoState``; transactions with vtso
+≤ max(last marker, ``last_vtso``) are dropped; the shaper is ``Shaper.as_of(meta store, that vtso)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dumper.global_binlog import DumperError, fsync_dir
+from extractor.model import RestartPoint
+
+STATE_FILE = "state.json"
+FORMAT = "gbinlog-state/1"
+
+
+class StateError(DumperError):
+    """``state.json`` is unreadable or not ours."""
+
+
+@dataclass(slots=True)
+class BinlogMark:
+    """The end of the last CTS marker written when the state was saved."""
+
+    file: str
+    pos: int
+    vtso: str
+
+
+@dataclass(slots=True)
+class State:
+    cluster_id: str | None = None
+    server_ids: dict[str, int | None] = field(default_factory=dict)
+    storage_seqs: dict[str, str] = field(default_factory=dict)
+    last_vtso: str | None = None
+    binlog: BinlogMark | None = None
+    restart: dict[str, RestartPoint | None] = field(default_factory=dict)
+    heartbeat_dns: list[str] = field(default_factory=list)
+    meta_store: str = "meta.db"
+    settings: dict[str, Any] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "cluster": {"id": self.cluster_id,
+                        "dns": {dn: {"server_id": sid} for dn, sid in sorted(self.server_ids.items())}},
+            "storage_seqs": dict(sorted(self.storage_seqs.items())),
+            "last_vtso": self.last_vtso,
+            "binlog": None if self.binlog is None else {"file": self.binlog.file, "pos": self.binlog.pos,
+                                                        "vtso": self.binlog.vtso},
+            "dns": {dn: None if p is None else {"file": p.file, "pos": p.offset, "tso": p.tso,
+                                                "txn_id": p.txn_id, "seq": p.seq}
+                    for dn, p in sorted(self.restart.items())},
+            "heartbeat_dns": sorted(self.heartbeat_dns),
+            "meta_store": self.meta_store,
+            "settings": self.settings,
+            "counts": self.counts,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], where: str = STATE_FILE) -> State:
+        if data.get("format") != FORMAT:
+            raise StateError(f"{where}: format {data.get('format')!r}, expected {FORMAT!r}")
+        try:
+            b = data.get("binlog")
+            return cls(
+                cluster_id=data["cluster"].get("id"),
+                server_ids={dn: v.get("server_id") for dn, v in data["cluster"]["dns"].items()},
+                storage_seqs=dict(data["storage_seqs"]),
+                last_vtso=data.get("last_vtso"),
+                binlog=None if b is None else BinlogMark(b["file"], int(b["pos"]), b["vtso"]),
+                restart={dn: None if p is None else RestartPoint(p["file"], int(p["pos"]), int(p["tso"]),
+                                                                 int(p["txn_id"]), int(p["seq"]))
+                         for dn, p in data["dns"].items()},
+                heartbeat_dns=list(data.get("heartbeat_dns", [])),
+                meta_store=data.get("meta_store") or "meta.db",
+                settings=dict(data.get("settings", {})),
+                counts=dict(data.get("counts", {})),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StateError(f"{where}: malformed ({type(exc).__name__}: {exc})") from None
+
+
+def load_state(directory: str | os.PathLike) -> State | None:
+    """The saved state, or None when there is none."""
+    path = Path(directory) / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StateError(f"{path}: unreadable: {exc}") from None
+    if not isinstance(data, dict):
+        raise StateError(f"{path}: not a JSON object")
+    return State.from_json(data, str(path))
+
+
+def save_state(directory: str | os.PathLike, state: State) -> None:
+    """Write ``state.json`` atomically: a temporary file, fsync, rename, fsync of the directory.
+    Call it only after the binlog it describes is fsynced."""
+    directory = Path(directory)
+    tmp = directory / f".{STATE_FILE}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(state.to_json(), fh, indent=1)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, directory / STATE_FILE)
+    fsync_dir(directory)

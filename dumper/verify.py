@@ -1,0 +1,407 @@
+"""``gbinlog verify`` / ``gbinlog binlogs``: check and list a global binlog directory.
+
+``verify(dir)`` reads every file event by event and checks what a consumer relies on: magic, FDE
+(binlog v4, a ``5.`` server version, CRC32), every event's CRC32 and ``log_pos``, ROTATE at the end
+of every file but the last naming the next one, ``binlog.index`` listing the files, every
+transaction whole inside one file and well formed (``BEGIN [hint+CTS] maps/rows … XID CTS``, a
+heartbeat ``BEGIN "# TSO HEARTBEAT TXN" XID CTS``, a DDL ``QUERY CTS``), the vtso of the first
+ROWS_QUERY equal to the marker's, vtsos strictly increasing, rows events after a table map of
+their table id, no system table (``__cdc__*``, ``__drds_*``). With the simulator's truth
+(``truth=``) also: every logical transaction exactly once in vtso order, its rows equal the truth's
+logical rows, each DDL the truth's statement, and the final state (the decoded rows replayed with the
+DDLs' effects) equal to the truth's tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from binlog import BinlogError, EventType, read_events
+from binlog.constants import DELETE_TYPES, ROWS_TYPES, UPDATE_TYPES, WRITE_TYPES
+from dumper.global_binlog import BASE, CTS_PREFIX, HEARTBEAT_TEXT
+from dumper.recovery import list_files, list_index
+
+E = EventType
+_SYSTEM_PREFIXES = ("__cdc__", "__drds_")
+_CTS_LINE = re.compile(r"(?:^|\n)# CTS::(\d{54})(?:::ARCHIVE)?$")
+
+
+@dataclass(slots=True)
+class FileInfo:
+    name: str
+    size: int
+    first_vtso: str | None = None
+    last_vtso: str | None = None
+    txns: int = 0
+
+
+@dataclass(slots=True)
+class Written:
+    """One transaction as it is in the files (rows decoded only when checking against a truth)."""
+
+    vtso: str
+    kind: str                     # dml / ddl / heartbeat
+    file: str
+    pos: int
+    db: str | None = None
+    sql: str | None = None
+    changes: list[tuple[str, str, str, list]] = field(default_factory=list)  # (db, table, op, rows)
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    files: list[FileInfo] = field(default_factory=list)
+    txns: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    events: int = 0
+    errors: list[str] = field(default_factory=list)
+    truth_checked: bool = False
+    tables_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Checker:
+    def __init__(self, directory: Path, decode_rows: bool, max_errors: int) -> None:
+        self.directory = directory
+        self.decode_rows = decode_rows
+        self.max_errors = max_errors
+        self.report = VerifyReport()
+        self.written: list[Written] = []
+        self.last_vtso: str | None = None
+
+    def error(self, msg: str) -> None:
+        self.report.errors.append(msg)
+        if len(self.report.errors) >= self.max_errors:
+            raise _Stop
+
+    def run(self) -> VerifyReport:
+        d = self.directory
+        try:
+            names = list_files(d)
+        except Exception as exc:  # DumperError: the index names a missing file
+            self.report.errors.append(str(exc))
+            return self.report
+        listed = list_index(d)
+        try:
+            if listed is None and names:
+                self.error(f"{d}/{BASE}.index is missing")
+            elif listed is not None and listed != names:
+                self.error(f"{d}/{BASE}.index lists {listed}, the directory holds {names}")
+            for i, name in enumerate(names):
+                self.file(name, names[i + 1] if i + 1 < len(names) else None)
+        except _Stop:
+            pass
+        return self.report
+
+    # -- one file: the transaction grammar --------------------------------------------------------
+    def file(self, name: str, next_name: str | None) -> None:
+        path = self.directory / name
+        info = FileInfo(name, path.stat().st_size)
+        self.report.files.append(info)
+        where = str(path)
+        state = "idle"          # idle | begin | dml | heartbeat | xid | ddl
+        txn: Written | None = None
+        announced: str | None = None
+        maps: dict[int, Any] = {}
+        rotated = False
+        first = True
+        try:
+            for ev in read_events(path):
+                self.report.events += 1
+                t, pos = ev.h[1], ev.pos
+                at = f"{where}: offset {pos}"
+                if ev.h[4] != pos + ev.h[3]:
+                    self.error(f"{at}: log_pos {ev.h[4]} is not the event's end {pos + ev.h[3]}")
+                if first:
+                    first = False
+                    if t != E.FORMAT_DESCRIPTION:
+                        self.error(f"{at}: the file does not start with a FORMAT_DESCRIPTION")
+                        return
+                    body = ev.body
+                    if body.binlog_version != 4 or not body.server_version.startswith("5.") or not ev.ctx.checksum:
+                        self.error(f"{at}: FDE binlog v{body.binlog_version}, server {body.server_version!r}, "
+                                   f"checksum {ev.ctx.checksum}: expected v4, '5.…', CRC32")
+                    continue
+                if rotated:
+                    self.error(f"{at}: event after the ROTATE")
+                    return
+                if t == E.ROTATE:
+                    if state != "idle":
+                        self.error(f"{at}: ROTATE inside a transaction (a txn spans files)")
+                    if ev.body.next_file != next_name:
+                        self.error(f"{at}: ROTATE names {ev.body.next_file}, the next file is {next_name}")
+                    rotated = True
+                    continue
+                if state == "idle":
+                    if t == E.QUERY:
+                        q = ev.body.query
+                        if q == b"BEGIN":
+                            state, announced = "begin", None
+                            txn = Written("", "dml", name, pos)
+                            maps = {}
+                        else:
+                            state, announced = "ddl", None
+                            txn = Written("", "ddl", name, pos, db=ev.body.db,
+                                          sql=q.decode("utf-8", "replace"))
+                    else:
+                        self.error(f"{at}: event type {t} outside a transaction")
+                    continue
+                if state == "begin" and t == E.ROWS_QUERY:
+                    text = ev.body.query.decode("utf-8", "replace")
+                    if text == HEARTBEAT_TEXT.decode():
+                        state = "heartbeat"
+                        txn.kind = "heartbeat"
+                        continue
+                    m = _CTS_LINE.search(text)
+                    if m is None:
+                        self.error(f"{at}: the first ROWS_QUERY of a transaction has no '# CTS::<vtso>' line")
+                    else:
+                        announced = m.group(1)
+                    state = "dml"
+                    continue
+                if state in ("begin", "dml"):
+                    if t == E.TABLE_MAP:
+                        tm = ev.body
+                        if tm.db.lower().startswith(_SYSTEM_PREFIXES) or tm.table.lower().startswith(_SYSTEM_PREFIXES):
+                            self.error(f"{at}: system table {tm.db}.{tm.table} in the output")
+                        maps[tm.table_id] = tm
+                        state = "dml"
+                    elif t in ROWS_TYPES:
+                        tid = ev.body.table_id
+                        if tid not in maps:
+                            self.error(f"{at}: rows event for table id {tid} with no TABLE_MAP before it")
+                        elif self.decode_rows:
+                            tm = maps[tid]
+                            rows = ev.body.rows(tm)
+                            op = "insert" if t in WRITE_TYPES else "update" if t in UPDATE_TYPES else "delete"
+                            assert t in WRITE_TYPES or t in UPDATE_TYPES or t in DELETE_TYPES
+                            txn.changes.append((tm.db, tm.table, op, rows))
+                    elif t == E.ROWS_QUERY:
+                        pass  # a later block's hint
+                    elif t == E.XID:
+                        if announced is None and txn.kind == "dml":
+                            self.error(f"{at}: transaction at {txn.pos} has no '# CTS::' hint before its first table map")
+                        state = "xid"
+                    else:
+                        self.error(f"{at}: event type {t} inside a transaction (started at {txn.pos})")
+                    continue
+                if state == "heartbeat":
+                    if t != E.XID:
+                        self.error(f"{at}: a heartbeat transaction must be BEGIN, ROWS_QUERY, XID, CTS")
+                    state = "xid"
+                    continue
+                # state xid / ddl: the CTS marker must come now
+                if t != E.ROWS_QUERY or not ev.body.query.startswith(CTS_PREFIX):
+                    self.error(f"{at}: expected the CTS::<vtso> marker after the transaction at {txn.pos}")
+                    state = "idle"
+                    continue
+                vtso = ev.body.query[len(CTS_PREFIX):].decode("ascii", "replace").split("::", 1)[0]
+                if len(vtso) != 54 or not vtso.isdigit():
+                    self.error(f"{at}: bad vtso in marker {ev.body.query[:80]!r}")
+                if announced is not None and announced != vtso:
+                    self.error(f"{at}: marker {vtso} differs from the vtso {announced} announced in the transaction")
+                if self.last_vtso is not None and vtso <= self.last_vtso:
+                    self.error(f"{at}: vtso {vtso} is not above the previous {self.last_vtso}")
+                self.last_vtso = vtso
+                txn.vtso = vtso
+                self.report.txns += 1
+                self.report.kinds[txn.kind] = self.report.kinds.get(txn.kind, 0) + 1
+                info.txns += 1
+                info.first_vtso = info.first_vtso or vtso
+                info.last_vtso = vtso
+                if self.decode_rows:
+                    self.written.append(txn)
+                state, txn = "idle", None
+        except BinlogError as exc:
+            self.error(str(exc))
+            return
+        if first:
+            self.error(f"{where}: empty file")
+        if state != "idle":
+            self.error(f"{where}: ends inside the transaction at {txn.pos if txn else '?'}")
+        if next_name is not None and not rotated:
+            self.error(f"{where}: not the last file but does not end with ROTATE")
+
+
+def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None = None, *,
+           max_errors: int = 50) -> VerifyReport:
+    """Check a global binlog directory (and, with ``truth``, its content); see the module doc."""
+    checker = _Checker(Path(directory), truth is not None, max_errors)
+    report = checker.run()
+    if truth is not None and report.ok:
+        data = truth if isinstance(truth, dict) else json.loads(Path(truth).read_text(encoding="utf-8"))
+        try:
+            _check_truth(checker, data)
+        except _Stop:
+            pass
+        report.truth_checked = True
+    return report
+
+
+# -- against the simulator's truth ---------------------------------------------------------------------
+_INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
+
+
+def _same(type_text: str, got: Any, want: Any) -> bool:
+    if got is None or want is None:
+        return got is None and want is None
+    family = type_text.split("(", 1)[0].split(" ", 1)[0].strip().lower()
+    bits = _INT_BITS.get(family)
+    if bits is not None and "unsigned" in type_text.lower() and isinstance(got, int) and got < 0:
+        got += 1 << bits  # a table map without signedness metadata decodes as signed
+    if family == "float":
+        return math.isclose(got, want, rel_tol=1e-6)
+    if family == "double":
+        return math.isclose(got, want, rel_tol=1e-12)
+    return got == want
+
+
+def _check_truth(ck: _Checker, truth: dict) -> None:
+    from simulator.values import decode_value
+
+    schemas = truth["logical_schemas"]
+    expected = [t for t in truth["txns"] if t["kind"] in ("dml", "ddl")]
+    got = [w for w in ck.written if w.kind != "heartbeat"]
+    beats = [w.vtso for w in ck.written if w.kind == "heartbeat"]
+    want_beats = [t["vtso"] for t in truth["txns"] if t["kind"] == "heartbeat"
+                  and ((int(t["vtso"][:19]) >> 22) // 1000) % 30 == 0]
+    if beats != want_beats:
+        ck.error(f"heartbeats written {len(beats)}, the truth has {len(want_beats)} on a second dividing 30")
+    if [w.vtso for w in got] != [t["vtso"] for t in expected]:
+        have, want = {w.vtso for w in got}, {t["vtso"] for t in expected}
+        ck.error(f"transactions differ from the truth: {len(got)} written, {len(expected)} expected; missing "
+                 f"{sorted(want - have)[:3]}, unexpected {sorted(have - want)[:3]}")
+        return
+    tables: dict[tuple[str, str], dict[Any, dict[str, Any]]] = {}
+    for w, t in zip(got, expected, strict=True):
+        where = f"{w.file}: offset {w.pos} (vtso {w.vtso})"
+        if t["kind"] == "ddl":
+            ddl = t["ddl"]
+            if w.kind != "ddl":
+                ck.error(f"{where}: a {w.kind} transaction where the truth has DDL {ddl['mysql_sql'][:60]!r}")
+                continue
+            statement = "\n".join(line for line in w.sql.split("\n") if not line.startswith("# POLARX_"))
+            if statement.strip() != ddl["mysql_sql"].strip():
+                ck.error(f"{where}: DDL {statement[:80]!r}, the truth has {ddl['mysql_sql'][:80]!r}")
+            _apply_ddl(tables, ddl)
+            continue
+        if w.kind != "dml":
+            ck.error(f"{where}: a {w.kind} transaction where the truth has DML")
+            continue
+        got_rows = [(db, table, op, r) for db, table, op, rows in w.changes for r in rows]
+        want_rows = [(c["db"], c["table"], c["op"], r, c["schema"]) for c in t["changes"] for r in c["rows"]]
+        if len(got_rows) != len(want_rows):
+            ck.error(f"{where}: {len(got_rows)} rows, the truth has {len(want_rows)}")
+            continue
+        for k, ((db, table, op, row), (tdb, ttable, top, trow, si)) in enumerate(zip(got_rows, want_rows, strict=True)):
+            columns = schemas[si]["columns"]
+            images = row if op == "update" else (row,)
+            timages = trow if op == "update" else (trow,)
+            if (db, table, op) != (tdb, ttable, top) or any(len(img) != len(columns) for img in images):
+                ck.error(f"{where}: row {k} is {op} {db}.{table} with {[len(i) for i in images]} columns, the truth "
+                         f"has {top} {tdb}.{ttable} with {len(columns)}")
+                break
+            for img, timg in zip(images, timages, strict=True):
+                for c, v, tv in zip(columns, img, timg, strict=True):
+                    if not _same(c["type"], v, decode_value(tv)):
+                        ck.error(f"{where}: row {k} of {db}.{table} column {c['name']} is {v!r}, the truth has "
+                                 f"{decode_value(tv)!r}")
+                        break
+            _apply_row(tables, db, table, op, images, schemas[si])
+    _check_final(ck, tables, truth, decode_value)
+
+
+def _apply_row(tables: dict, db: str, table: str, op: str, images: tuple, schema: dict) -> None:
+    names = [c["name"] for c in schema["columns"]]
+    pk = names.index(schema["pk"])
+    rows = tables.setdefault((db, table), {})
+    if op == "insert":
+        rows[images[0][pk]] = dict(zip(names, images[0], strict=True))
+    elif op == "delete":
+        rows.pop(images[0][pk], None)
+    else:
+        rows.pop(images[0][pk], None)
+        rows[images[1][pk]] = dict(zip(names, images[1], strict=True))
+
+
+_RENAME = re.compile(r"RENAME TABLE `((?:[^`]|``)+)` TO `((?:[^`]|``)+)`", re.I)
+
+
+def _apply_ddl(tables: dict, ddl: dict) -> None:
+    kind, db, table = ddl["sql_kind"], ddl["db"], ddl["table"]
+    if kind == "RENAME_TABLE":
+        m = _RENAME.search(ddl["mysql_sql"])
+        if m and (db, table) in tables:
+            tables[(db, m.group(2).replace("``", "`"))] = tables.pop((db, table))
+    elif kind in ("TRUNCATE_TABLE", "CREATE_TABLE"):
+        tables[(db, table)] = {}
+    elif kind == "DROP_TABLE":
+        tables.pop((db, table), None)
+    elif kind == "DROP_DATABASE":
+        for key in [k for k in tables if k[0] == db]:
+            del tables[key]
+
+
+def _check_final(ck: _Checker, tables: dict, truth: dict, decode_value) -> None:
+    want = truth["tables"]
+    have = {f"{db}.{t}" for (db, t), rows in tables.items()}
+    if set(want) - have:
+        ck.error(f"final state: tables {sorted(set(want) - have)} of the truth never got rows")
+    for key, spec in want.items():
+        db, table = spec["db"], spec["table"]
+        rows = tables.get((db, table), {})
+        columns = spec["columns"]
+        defaults = {c["name"]: decode_value(c["default"]) if c.get("default") is not None else None
+                    for c in columns}
+        pk = [c["name"] for c in columns].index(spec["pk"])
+        got = sorted(([r.get(c["name"], defaults[c["name"]]) for c in columns] for r in rows.values()),
+                     key=lambda r: r[pk])
+        exp = [[decode_value(v) for v in r] for r in spec["rows"]]
+        ck.report.tables_checked += 1
+        if len(got) != len(exp):
+            ck.error(f"final state of {key}: {len(got)} rows, the truth has {len(exp)}")
+            continue
+        for g, e in zip(got, exp, strict=True):
+            if not all(_same(c["type"], a, b) for c, a, b in zip(columns, g, e, strict=True)):
+                ck.error(f"final state of {key}: row {g!r}, the truth has {e!r}")
+                break
+
+
+# -- listing --------------------------------------------------------------------------------------------------
+def list_binlogs(directory: str | os.PathLike) -> list[FileInfo]:
+    """Each file with its size and the first and last vtso of its CTS markers."""
+    d = Path(directory)
+    out = []
+    for name in list_files(d):
+        path = d / name
+        info = FileInfo(name, path.stat().st_size)
+        for ev in _markers(path):
+            info.first_vtso = info.first_vtso or ev
+            info.last_vtso = ev
+            info.txns += 1
+        out.append(info)
+    return out
+
+
+def _markers(path: Path) -> Iterator[str]:
+    prefix = b"\x01" + CTS_PREFIX
+    try:
+        for ev in read_events(path):
+            if ev.h[1] == E.ROWS_QUERY and ev.raw[19:25] == prefix:
+                yield ev.raw[25:-4].decode("ascii", "replace").split("::", 1)[0]
+    except BinlogError:
+        return

@@ -1,0 +1,386 @@
+"""The local engine (DESIGN.md §5): extractor → merger → schema_shaper → dumper in one process,
+crash-safe and resumable (DESIGN.md §4).
+
+``run_pipeline(dns, out_dir, settings)`` is the core every runner shares: ``gbinlog build`` calls it
+with ``DirDn`` inputs (finite DN binlog directories), ``gbinlog run`` with live DN inputs (anything
+with ``dn_id``, ``server_id()`` and ``stream(restart, storage_seq, should_stop)``). It
+
+1. recovers the output (``GlobalBinlog`` cuts anything after the last CTS marker) and loads
+   ``state.json`` (``dumper.state``), checking the DNs are the ones the output was built from;
+2. re-reads every DN from its restart point, merges, drops transactions with vtso ≤ the last one
+   done, shapes the rest (``Shaper.as_of`` the meta store at that vtso) and appends them;
+3. every ``checkpoint_seconds`` / ``checkpoint_bytes``: fsync of the binlog, then ``state.json``
+   (atomic) with each DN's newest restart point carried by a transaction consumed so far.
+
+Any crash point gives byte-identical output: nothing written depends on a clock or counter, the
+vtsos regenerate identically from restart points, and ``GlobalBinlog.append`` refuses a vtso that
+is not above the last.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from dumper.cluster import (
+    ClusterMismatch,
+    check_distinct_dns,
+    check_first_heartbeats,
+    check_heartbeat_members,
+    check_same_dns,
+    dn_server_id,
+    first_heartbeat,
+)
+from dumper.global_binlog import (
+    DEFAULT_MAX_FILE_SIZE,
+    DEFAULT_SERVER_VERSION,
+    HEARTBEAT_INTERVAL,
+    DumperError,
+    GlobalBinlog,
+    encode_txn,
+)
+from dumper.recovery import list_files
+from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
+from extractor import RestartPoint, extract, list_binlog_files, storage_sequences
+from extractor.model import DnTxn, TxnKind
+from merger import merge
+
+log = logging.getLogger(__name__)
+
+
+class BuildError(DumperError):
+    """An operator error (missing DN directory, output directory in use, settings changed)."""
+
+
+@dataclass(slots=True)
+class Settings:
+    """Everything that shapes the output bytes (first four) and how often the runner checkpoints.
+
+    ``meta_store``: the shaper's meta store, a path relative to the output directory or a
+    ``mysql://`` URL. ``flush_seconds``: how long appended transactions may stay in memory before
+    they are written to the file (0: after every transaction, for a live service whose replicas
+    follow the file).
+    """
+
+    server_id: int = 1
+    server_version: str = DEFAULT_SERVER_VERSION
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    heartbeat_interval: int = HEARTBEAT_INTERVAL
+    meta_store: str = "meta.db"
+    checkpoint_seconds: float = 2.0
+    checkpoint_bytes: int = 64 << 20
+    flush_seconds: float = 0.5
+    on_error: str = "raise"
+
+    def output_settings(self) -> dict:
+        return {"server_id": self.server_id, "server_version": self.server_version,
+                "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+
+
+class DnInput(Protocol):
+    """One DN for ``run_pipeline``."""
+
+    dn_id: str
+
+    def server_id(self) -> int | None:
+        """The DN's server id (from its binlog), None when it has written nothing yet."""
+
+    def stream(self, restart: RestartPoint | None, storage_seq: str,
+               should_stop: Callable[[], bool] | None = None) -> Iterable[DnTxn]:
+        """The DN's transactions in ascending vtso, from ``restart`` (None: from the start)."""
+
+
+class DirDn:
+    """A DN binlog directory (finite: read to its end). The DN id is the directory name."""
+
+    def __init__(self, directory: str | os.PathLike, dn_id: str | None = None) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise BuildError(f"DN binlog directory {self.directory} does not exist")
+        self.dn_id = dn_id or self.directory.resolve().name
+        self.files = list_binlog_files(self.directory)
+        if not self.files:
+            raise BuildError(f"DN binlog directory {self.directory} holds no binlog file")
+        self.sizes = [(self.directory / f).stat().st_size for f in self.files]
+        starts, total = {}, 0
+        for name, size in zip(self.files, self.sizes, strict=True):
+            starts[name] = total
+            total += size
+        self._starts = starts
+        self.total_bytes = total
+
+    def server_id(self) -> int | None:
+        return dn_server_id(self.directory, self.files[0])
+
+    def stream(self, restart: RestartPoint | None, storage_seq: str,
+               should_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
+        if restart is None:
+            return extract(self.directory, dn_id=self.dn_id, storage_seq=storage_seq)
+        return extract(self.directory, dn_id=self.dn_id, storage_seq=storage_seq, start=restart.pos,
+                       state=restart.vtso_state())
+
+    def offset_of(self, file: str, offset: int) -> int:
+        """Bytes of this DN's input before ``file``:``offset``."""
+        return self._starts.get(file, 0) + offset
+
+
+@dataclass(slots=True)
+class Progress:
+    """Where a run is (passed to ``on_progress``); ``in_bytes_done`` is None for inputs without a
+    known size."""
+
+    txns: int = 0                 # transactions consumed (incl. NONE and off-second heartbeats)
+    written: int = 0              # transactions written
+    events: int = 0               # events written
+    bytes_out: int = 0
+    in_bytes_done: int | None = None
+    in_bytes_total: int | None = None
+    last_vtso: str | None = None
+    seconds: float = 0.0
+    done: bool = False
+
+
+@dataclass(slots=True)
+class BuildResult:
+    out_dir: Path
+    files: list[str] = field(default_factory=list)
+    txns: int = 0
+    written: int = 0
+    skipped: int = 0              # regenerated on resume and dropped (vtso ≤ last)
+    events: int = 0
+    bytes: int = 0
+    last_vtso: str | None = None
+    seconds: float = 0.0
+    resumed: bool = False
+    recovery: list[str] = field(default_factory=list)
+    checkpoints: int = 0
+
+
+def _watch_end(dn: str, txns: Iterable[DnTxn], ended: set[str]) -> Iterator[DnTxn]:
+    """Pass a DN stream through and note when it ends (the heartbeat rule exempts ended DNs)."""
+    yield from txns
+    ended.add(dn)
+
+
+def _open_output(out: Path, resume: bool) -> State | None:
+    state = load_state(out)
+    has_files = out.is_dir() and bool(list_files(out))
+    if not resume and (state is not None or has_files):
+        raise BuildError(f"output directory {out} already holds a global binlog; resume it (--resume) or "
+                         "use a new directory")
+    return state
+
+
+def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: Settings | None = None, *,
+                 resume: bool = True, should_stop: Callable[[], bool] | None = None,
+                 on_progress: Callable[[Progress], None] | None = None,
+                 progress_seconds: float = 0.25) -> BuildResult:
+    """Build (or continue) the global binlog of ``dns`` in ``out_dir``; see the module doc.
+
+    Returns when every DN stream ended or ``should_stop()`` said so (checked between
+    transactions); the output is checkpointed then. Errors: ``BuildError`` (operator),
+    ``ClusterMismatch``, ``DumperError``/``DiskFull`` (output), ``OrderingError``/``BinlogError``
+    (input), ``ShapeError`` — the output always ends at a whole transaction.
+    """
+    from schema_shaper import MetaStore, Shaper
+
+    settings = settings or Settings()
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ids = [d.dn_id for d in dns]
+    if len(set(ids)) != len(ids):
+        raise BuildError(f"DN ids given twice: {', '.join(sorted(i for i in set(ids) if ids.count(i) > 1))}")
+    state = _open_output(out, resume)
+    server_ids = {d.dn_id: d.server_id() for d in dns}
+    check_distinct_dns(server_ids)
+    if state is not None:
+        check_same_dns(state.server_ids, server_ids, str(out))
+        if state.settings and state.settings != settings.output_settings():
+            raise BuildError(f"{out} was built with {state.settings}; these settings ({settings.output_settings()}) "
+                             "would give different bytes: use the same ones or a new output directory")
+        seqs = dict(state.storage_seqs)
+        meta_target = state.meta_store
+    else:
+        seqs = storage_sequences(ids)
+        meta_target = settings.meta_store
+    binlog = GlobalBinlog(out, server_id=settings.server_id, server_version=settings.server_version,
+                          max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
+                          hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
+    result = BuildResult(out, resumed=state is not None or binlog.last_vtso is not None,
+                         recovery=list(binlog.recovery.actions))
+    for action in result.recovery:
+        log.warning("recovery of %s: %s", out, action)
+    store = None
+    try:
+        if state is not None and state.binlog is not None and (
+                binlog.last_written_vtso is None or binlog.last_written_vtso < state.binlog.vtso):
+            raise DumperError(f"{out}: the binlog ends at {binlog.last_written_vtso}, before {state.binlog.vtso} "
+                              f"which {STATE_FILE} says was durable: files were lost or damaged")
+        skip = max(filter(None, [binlog.last_vtso, state.last_vtso if state else None]), default=None)
+        meta_path = meta_target if "://" in meta_target or os.path.isabs(meta_target) else str(out / meta_target)
+        store = MetaStore.open(meta_path)
+        cluster_id = state.cluster_id if state else None
+        if state is None and skip is None and all(isinstance(d, DirDn) for d in dns):
+            # finite inputs: refuse DNs of two clusters before anything is written
+            firsts = {d.dn_id: first_heartbeat(d.stream(None, seqs[d.dn_id])) for d in dns}
+            by_id = {d.dn_id: d for d in dns}
+            cluster_id = check_first_heartbeats(firsts, lambda dn: by_id[dn].stream(None, seqs[dn]))
+        # With a state, the shaper resumes from the meta store and regenerated txns ≤ skip are
+        # dropped unshaped. Without one (a crash before the first checkpoint) everything is
+        # re-read and re-shaped from the start, and the last transaction in the files must come
+        # out with the same bytes: else the directory holds another cluster's binlog.
+        replay = state is None and skip is not None
+        shaper = Shaper.as_of(store, skip, on_error=settings.on_error) if (skip and not replay) else \
+            Shaper(store=store, on_error=settings.on_error)
+        restart = dict(state.restart) if state else {dn: None for dn in ids}
+        members = set(state.heartbeat_dns) if state else set()
+        ended: set[str] = set()
+        streams = [_watch_end(d.dn_id, d.stream(restart.get(d.dn_id), seqs[d.dn_id], should_stop), ended)
+                   for d in dns]
+        sizes = {d.dn_id: d for d in dns if isinstance(d, DirDn)}
+        total_in = sum(d.total_bytes for d in sizes.values()) if len(sizes) == len(dns) else None
+        done_in = {dn: 0 for dn in sizes}
+        progress = Progress(in_bytes_total=total_in)
+        last_consumed = skip
+        counts = dict(state.counts) if state else {}
+        base = {k: counts.get(k, 0) for k in ("txns", "written", "events", "bytes")}
+
+        def checkpoint() -> None:
+            binlog.flush(fsync=True)
+            mark = binlog.last_marker
+            st = State(cluster_id=cluster_id, server_ids=server_ids, storage_seqs=seqs, last_vtso=last_consumed,
+                       binlog=BinlogMark(mark[0], mark[1], binlog.last_written_vtso) if mark else
+                       (state.binlog if state else None),
+                       restart=dict(restart), heartbeat_dns=sorted(members), meta_store=meta_target,
+                       settings=settings.output_settings(),
+                       counts={"txns": base["txns"] + result.txns, "written": base["written"] + result.written,
+                               "events": base["events"] + binlog.events_written,
+                               "bytes": base["bytes"] + binlog.bytes_written})
+            save_state(out, st)
+            result.checkpoints += 1
+
+        shape_txn = shaper.shape_txn
+        append = binlog.append
+        next_check = time.perf_counter() + settings.checkpoint_seconds
+        next_flush = time.perf_counter() + settings.flush_seconds
+        next_progress = time.perf_counter() + progress_seconds
+        bytes_at_check = 0
+        matched_last = not replay
+        last_in_files = binlog.last_written_vtso
+        flush_each = settings.flush_seconds <= 0
+        for g in merge(streams):
+            for b in g.branches:
+                if b.restart is not None:
+                    restart[b.dn] = b.restart
+            vtso = g.vtso
+            if skip is not None and vtso <= skip:
+                result.skipped += 1
+                if replay:
+                    lt = shape_txn(g)
+                    if vtso == last_in_files:
+                        _check_same_bytes(binlog, lt, out)
+                        matched_last = True
+                continue
+            if not matched_last:
+                raise ClusterMismatch(f"{out} holds a global binlog whose last transaction {last_in_files} these "
+                                      f"DNs do not produce (they went from below it to {vtso}): another "
+                                      "cluster's output? Use a new output directory")
+            if g.kind is TxnKind.HEARTBEAT:
+                check_heartbeat_members(g, members, ended)
+                if cluster_id is None:
+                    cluster_id = vtso[:38]
+            append(shape_txn(g))
+            last_consumed = vtso
+            result.txns += 1
+            if flush_each:
+                binlog.flush(fsync=False)
+            if total_in is not None:
+                for b in g.branches:
+                    end = b.end
+                    if end is not None and b.dn in sizes:
+                        done_in[b.dn] = sizes[b.dn].offset_of(end.file, end.offset)
+            now = time.perf_counter()
+            if now >= next_progress and on_progress is not None:
+                next_progress = now + progress_seconds
+                _fill(progress, result, binlog, done_in, total_in, last_consumed, now - t0)
+                on_progress(progress)
+            if now >= next_check or binlog.bytes_written - bytes_at_check >= settings.checkpoint_bytes:
+                checkpoint()
+                bytes_at_check = binlog.bytes_written
+                next_check = time.perf_counter() + settings.checkpoint_seconds
+            elif not flush_each and now >= next_flush:
+                binlog.flush(fsync=False)
+                next_flush = now + settings.flush_seconds
+            if should_stop is not None and should_stop():
+                break
+        else:
+            if not matched_last:
+                raise ClusterMismatch(f"{out} holds a global binlog whose last transaction {last_in_files} these "
+                                      "DNs do not produce: another cluster's output? Use a new output directory")
+        checkpoint()
+        result.written = binlog.txns_written
+        result.events = binlog.events_written
+        result.bytes = binlog.bytes_written
+        result.last_vtso = last_consumed
+        result.files = list(binlog.files)
+        result.seconds = time.perf_counter() - t0
+        if on_progress is not None:
+            _fill(progress, result, binlog, done_in, total_in, last_consumed, result.seconds)
+            progress.in_bytes_done = total_in
+            progress.done = True
+            on_progress(progress)
+        return result
+    finally:
+        # On an error the files keep only whole transactions (append writes whole ones, a failed
+        # write is cut back) and state.json the last checkpoint: a restart redoes the rest.
+        try:
+            binlog.close()
+        except DumperError as exc:
+            log.error("closing %s: %s", out, exc)
+        if store is not None:
+            store.close()
+
+
+def _fill(progress: Progress, result: BuildResult, binlog: GlobalBinlog, done_in: dict[str, int],
+          total_in: int | None, last: str | None, seconds: float) -> None:
+    progress.txns = result.txns
+    progress.written = binlog.txns_written
+    progress.events = binlog.events_written
+    progress.bytes_out = binlog.bytes_written
+    progress.in_bytes_done = sum(done_in.values()) if total_in is not None else None
+    progress.last_vtso = last
+    progress.seconds = seconds
+
+
+def _check_same_bytes(binlog: GlobalBinlog, lt, out: Path) -> None:
+    """The regenerated last transaction must be the bytes that end the files."""
+    mark = binlog.recovery.last_marker
+    probe = encode_txn(lt, 0, binlog.server_id, heartbeat_interval=binlog.heartbeat_interval)
+    start = mark.end - len(probe)
+    path = out / mark.file
+    with open(path, "rb") as fh:
+        fh.seek(max(start, 0))
+        have = fh.read(mark.end - max(start, 0))
+    if start < 0 or have != encode_txn(lt, start, binlog.server_id, heartbeat_interval=binlog.heartbeat_interval):
+        raise ClusterMismatch(f"{path}: the transaction ending at {mark.end} ({mark.vtso}) is not what these DNs "
+                              "produce for that vtso: the directory holds another cluster's binlog (or other "
+                              "settings); use a new output directory")
+
+
+def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, settings: Settings | None = None,
+          resume: bool = True, on_progress: Callable[[Progress], None] | None = None,
+          should_stop: Callable[[], bool] | None = None) -> BuildResult:
+    """``gbinlog build --engine local``: the global binlog of finite DN binlog directories."""
+    if not dn_dirs:
+        raise BuildError("no DN directory given")
+    missing = [str(d) for d in dn_dirs if not Path(d).is_dir()]
+    if missing:
+        raise BuildError(f"DN binlog directory {', '.join(missing)} does not exist")
+    dns = [DirDn(d) for d in dn_dirs]
+    return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)
