@@ -37,7 +37,7 @@ def where(block: Block, txn: GlobalTxn | DnTxn) -> dict[str, Any]:
     dn = None
     branches = txn.branches if isinstance(txn, GlobalTxn) else [txn]
     for b in branches:
-        if any(blk.events is block.events for blk in b.blocks):
+        if any(blk.events[0] is tm for blk in b.blocks):
             dn = b.dn
             break
     if dn is None and branches:
