@@ -5,22 +5,24 @@ A DN binlog carries no cluster id. What it does carry:
 * its server id (every event header; the first file's FDE is read) — one per DN instance, so it
   identifies a DN, and ``state.json`` records it per DN id: an output directory built from other
   DNs (another cluster's, or the same names re-created) is refused on resume;
-* the heartbeats (reference §4.4): every 200 ms the cluster's daemon runs one TSO XA transaction
-  on the broadcast ``__cdc_heartbeat__`` table, i.e. one branch on *every* DN of the cluster with
-  the same gtrid and commit TSO. DNs of one cluster share those; DNs of two clusters never do.
+* the broadcast transactions (reference §4.4, §5.1): heartbeats every 200 ms, DDL marks and
+  instructions are TSO XA transactions on the BROADCAST ``__cdc__`` tables, i.e. one branch on
+  *every* DN of the cluster with the same gtrid and commit TSO. DNs of one cluster share them;
+  DNs of two clusters do not (the simulator's clusters even share the first heartbeats, since
+  every run starts its TSO oracle at the same instant, but not their DDL marks).
 
-So: the cluster id is the (TSO, txnId) of the first heartbeat seen, and the membership rule
-``check_heartbeat_members`` holds for one cluster only: once a DN took part in a heartbeat, every
-later heartbeat has a branch from it (until its input ends). A DN that joins later (scale-out)
-starts taking part and stays. DN directories from two clusters break the rule at the second
-cluster's first heartbeat, before any of its transactions is written; ``first_heartbeats`` lets
-a build refuse them before it starts.
+So the rule is membership (``check_broadcast_members``): once a DN took part in a broadcast
+transaction, every later one has a branch from it (until its input ends). A DN that joins later
+(scale-out) starts taking part and stays. Before a fresh build ``check_broadcast_prefixes``
+compares the first broadcast transactions of every DN, so DNs of two clusters are refused before
+anything is written. ``state.json``'s ``cluster.id`` is the (TSO, txnId) of the first broadcast
+transaction written: informational, the checks use the DN server ids and the rules above.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from dumper.global_binlog import DumperError
@@ -68,56 +70,52 @@ def check_same_dns(saved: dict[str, int | None], now: dict[str, int | None], out
                                   f"id {saved[dn]} there, {now[dn]} here")
 
 
-def check_heartbeat_members(g: GlobalTxn, members: set[str], ended: set[str]) -> None:
-    """The cluster membership rule: a heartbeat has a branch from every DN that took part in an
-    earlier heartbeat, unless that DN's input has ended. Adds the heartbeat's DNs to ``members``."""
+BROADCAST_KINDS = frozenset({TxnKind.HEARTBEAT, TxnKind.DDL_MARK, TxnKind.INSTRUCTION})
+
+
+def check_broadcast_members(g: GlobalTxn, members: set[str], ended: set[str]) -> None:
+    """The cluster membership rule: a broadcast transaction (heartbeat, DDL mark, instruction —
+    rows of the BROADCAST ``__cdc__`` tables) has a branch from every DN that took part in an
+    earlier one, unless that DN's input has ended. Adds its DNs to ``members``."""
     dns = {b.dn for b in g.branches}
     missing = members - dns - ended
     if missing:
         raise ClusterMismatch(
-            f"heartbeat {g.vtso} has branches from {', '.join(sorted(dns))} but not from "
-            f"{', '.join(sorted(missing))}, which took part in earlier heartbeats: these DN binlogs are "
-            "not one cluster (every heartbeat of a cluster reaches all its DNs)")
+            f"{g.kind.value} {g.vtso} has branches from {', '.join(sorted(dns))} but not from "
+            f"{', '.join(sorted(missing))}, which took part in earlier ones: these DN binlogs are not one "
+            "cluster (every heartbeat and DDL mark of a cluster reaches all its DNs)")
     members |= dns
 
 
-def first_heartbeat(txns: Iterable[DnTxn], limit: int = 20000) -> str | None:
-    """The actual TSO (first 38 vtso digits) of the first heartbeat branch in a DN stream, looking
-    at most ``limit`` transactions ahead (None: none found)."""
+def broadcast_prefix(txns: Iterable[DnTxn], count: int = 16, limit: int = 50000) -> list[str]:
+    """The actual TSOs (first 38 vtso digits) of a DN's first ``count`` broadcast transactions,
+    looking at most ``limit`` transactions ahead."""
+    out: list[str] = []
     for n, t in enumerate(txns):
-        if t.kind is TxnKind.HEARTBEAT:
-            return t.vtso[:38]
+        if t.kind in BROADCAST_KINDS and t.is_tso:
+            out.append(t.vtso[:38])
+            if len(out) >= count:
+                break
         if n >= limit:
             break
-    return None
+    return out
 
 
-def heartbeat_seen(txns: Iterator[DnTxn], actual_tso: str, limit: int = 20000) -> bool | None:
-    """Whether a DN stream has a heartbeat branch with ``actual_tso``: True, False (the stream
-    went past it), None (not decided within ``limit`` transactions or the stream ended)."""
-    for n, t in enumerate(txns):
-        if t.kind is TxnKind.HEARTBEAT and t.vtso[:38] == actual_tso:
-            return True
-        if t.vtso[:38] > actual_tso and t.kind is TxnKind.HEARTBEAT:
-            return False
-        if n >= limit:
-            break
-    return None
-
-
-def check_first_heartbeats(firsts: dict[str, str | None], stream_of) -> str | None:
-    """Before a fresh build: DNs whose first heartbeat is not the earliest one must be DNs that
-    joined later, so a DN that had the earliest one must carry theirs too. ``stream_of(dn)`` gives a
-    fresh stream of DN ``dn``. Returns the cluster id (earliest first heartbeat) or None."""
-    known = {dn: h for dn, h in firsts.items() if h is not None}
-    if not known:
-        return None
-    earliest = min(known.values())
-    founder = min(dn for dn, h in known.items() if h == earliest)
-    for h in sorted(set(known.values()) - {earliest}):
-        if heartbeat_seen(iter(stream_of(founder)), h) is False:
-            later = sorted(dn for dn, x in known.items() if x == h)
-            raise ClusterMismatch(
-                f"DN {', '.join(later)} starts with heartbeat {h}, which DN {founder} (a member since "
-                f"heartbeat {earliest}) never had: these DN binlogs are not one cluster")
-    return earliest
+def check_broadcast_prefixes(prefixes: dict[str, list[str]]) -> None:
+    """Before a fresh build: DNs of one cluster have the same broadcast transactions wherever their
+    inputs overlap in time (a DN that joined later, or whose old files are purged, starts later
+    but then shares them). Two DNs whose first broadcast transactions overlap in time and differ
+    are from two clusters."""
+    items = sorted((dn, p) for dn, p in prefixes.items() if p)
+    for i, (x, px) in enumerate(items):
+        for y, py in items[i + 1:]:
+            lo, hi = max(px[0], py[0]), min(px[-1], py[-1])
+            if lo > hi:
+                continue
+            sx = {a for a in px if lo <= a <= hi}
+            sy = {b for b in py if lo <= b <= hi}
+            if sx != sy:
+                odd = sorted(sx ^ sy)[0]
+                raise ClusterMismatch(
+                    f"DN {x} and DN {y} are not one cluster: in the time both cover, only one of them has the "
+                    f"broadcast transaction (heartbeat / DDL mark) {odd}")

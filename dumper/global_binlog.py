@@ -45,6 +45,29 @@ assert HEADER_LEN + len(BEGIN_PAYLOAD) + 4 == 42
 _HEARTBEAT_QUERY = b"\x01" + HEARTBEAT_TEXT
 
 
+# Crash injection for the crash-safety tests: GBINLOG_CRASH_AT="<point>:<n>" makes the process
+# SIGKILL itself the n-th time it reaches <point> (rotated: ROTATE durable, next file not created;
+# opened: next file and index written; torn: half of a transaction's bytes written; checkpoint:
+# binlog fsynced, state.json not yet written). Read once at import: unset, it costs nothing.
+_CRASH_AT = os.environ.get("GBINLOG_CRASH_AT")
+_crash_counts: dict[str, int] = {}
+
+
+def crash_point(name: str) -> bool:
+    """True when the process must die here now (only with GBINLOG_CRASH_AT)."""
+    if not _CRASH_AT:
+        return False
+    point, _, nth = _CRASH_AT.partition(":")
+    if point != name:
+        return False
+    _crash_counts[name] = _crash_counts.get(name, 0) + 1
+    return _crash_counts[name] == int(nth or 1)
+
+
+def crash_now() -> None:
+    os.kill(os.getpid(), 9)
+
+
 class DumperError(Exception):
     """The global binlog cannot be written or recovered; the message names the file and offset."""
 
@@ -305,6 +328,9 @@ class GlobalBinlog:
         self.last_vtso = vtso
         if not data:
             return 0
+        if _CRASH_AT and crash_point("torn"):
+            _write_all(self._fd, bytes(self._buf) + data[:len(data) // 2])
+            crash_now()
         self._buf += data
         self.position += len(data)
         self.last_marker = (self.files[-1], self.position)
@@ -358,7 +384,13 @@ class GlobalBinlog:
             cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
             raise cls(f"{path}: cannot start the file: {os.strerror(exc.errno)}") from exc
         self.files.append(name)
-        write_index(self.directory, self.files, self.base)
+        try:
+            write_index(self.directory, self.files, self.base)
+        except OSError as exc:
+            os.close(fd)
+            cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
+            raise cls(f"{self.directory / (self.base + '.index')}: cannot write: {os.strerror(exc.errno)} "
+                      f"({name} is started; recovery lists it)") from exc
         self._fd = fd
         self.position = self._disk_pos = len(head)
 
@@ -376,7 +408,11 @@ class GlobalBinlog:
             self._fail(exc, "fsync")
         os.close(self._fd)
         self._fd = None
+        if _CRASH_AT and crash_point("rotated"):
+            crash_now()
         self._open_file(seq, ts)
+        if _CRASH_AT and crash_point("opened"):
+            crash_now()
         return nxt
 
     def flush_logs(self) -> str:

@@ -27,13 +27,14 @@ older); every DN is re-read from its restart point with that ``VtsoState``; tran
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dumper.global_binlog import DumperError, fsync_dir
+from dumper.global_binlog import DiskFull, DumperError, fsync_dir
 from extractor.model import RestartPoint
 
 STATE_FILE = "state.json"
@@ -127,10 +128,16 @@ def save_state(directory: str | os.PathLike, state: State) -> None:
     Call it only after the binlog it describes is fsynced."""
     directory = Path(directory)
     tmp = directory / f".{STATE_FILE}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(state.to_json(), fh, indent=1)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, directory / STATE_FILE)
-    fsync_dir(directory)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(state.to_json(), fh, indent=1)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, directory / STATE_FILE)
+        fsync_dir(directory)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else StateError
+        raise cls(f"{directory / STATE_FILE}: cannot write: {os.strerror(exc.errno) if exc.errno else exc} "
+                  "(the previous state stays in force)") from exc

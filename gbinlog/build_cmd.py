@@ -2,6 +2,261 @@
 
 from __future__ import annotations
 
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+# The keys of ``gbinlog build --config FILE`` ([build] table); command-line options win.
+BUILD_KEYS = {"dn": list, "out": str, "server_id": int, "server_version": str, "max_file_size": (int, str),
+              "heartbeat_interval": int, "meta_store": str, "checkpoint_seconds": (int, float), "checkpoint_bytes": (int, str),
+              "on_error": str, "engine": str, "master": str, "conf": dict}
+CONFIG_EXAMPLE = """\
+[build]
+dn = ["/data/dn0", "/data/dn1"]     # DN binlog directories (added to --dn)
+out = "/data/global"                # the output directory (or --out)
+server_id = 1                       # server id of the global binlog's events
+server_version = "5.7.44-gbinlog"   # must start with "5."
+max_file_size = "500MB"             # rotation size (bytes, or KB/MB/GB)
+heartbeat_interval = 30             # a heartbeat txn is written when its TSO second divides this
+meta_store = "meta.db"              # the shaper's meta store: a path (relative to out) or mysql://…
+checkpoint_seconds = 2.0            # how often state.json is written (after an fsync) …
+checkpoint_bytes = "64MB"           # … or after this much output
+on_error = "raise"                  # or "skip": shaping errors skip the block with a warning
+engine = "local"                    # or "spark"
+"""
+
+
+def _parse_size(value: Any, where: str) -> int:
+    from gbinlog.config import ConfigError, parse_size
+
+    try:
+        return parse_size(value, where)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def load_build_config(path: str) -> dict[str, Any]:
+    """The [build] table of a TOML file, strictly: unknown keys and wrong types are errors."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--config") from None
+    extra = set(data) - {"build"}
+    if extra:
+        raise click.BadParameter(f"{path}: unknown table/key {', '.join(sorted(extra))} (expected [build])",
+                                 param_hint="--config")
+    table = data.get("build", {})
+    for key, value in table.items():
+        if key not in BUILD_KEYS:
+            raise click.BadParameter(f"{path}: build.{key} is not a key (known: {', '.join(sorted(BUILD_KEYS))})",
+                                     param_hint="--config")
+        if not isinstance(value, BUILD_KEYS[key]) or isinstance(value, bool):
+            raise click.BadParameter(f"{path}: build.{key} has the wrong type ({type(value).__name__})",
+                                     param_hint="--config")
+    base = Path(path).resolve().parent
+    if "dn" in table:
+        table["dn"] = [str(base / d) for d in table["dn"]]
+    if "out" in table:
+        table["out"] = str(base / table["out"])
+    for key in ("max_file_size", "checkpoint_bytes"):
+        if key in table:
+            table[key] = _parse_size(table[key], f"build.{key}")
+    return table
+
+
+class _Bar:
+    """A tqdm bar over input bytes (events, txns, MB/s, ETA), only on a terminal."""
+
+    def __init__(self) -> None:
+        self.bar = None
+
+    def __call__(self, p) -> None:
+        from tqdm import tqdm
+
+        if self.bar is None:
+            self.bar = tqdm(total=p.in_bytes_total, unit="B", unit_scale=True, unit_divisor=1024,
+                            desc="build", dynamic_ncols=True, file=sys.stderr)
+        if p.in_bytes_done is not None:
+            self.bar.update(p.in_bytes_done - self.bar.n)
+        self.bar.set_postfix_str(f"txns={p.txns:,} events={p.events:,} out={p.bytes_out / 1e6:,.1f}MB", refresh=False)
+        if p.done:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+@click.command("build")
+@click.option("--dn", "dns", multiple=True, type=click.Path(file_okay=False),
+              help="A DN binlog directory (its name is the DN id); repeat for every DN.")
+@click.option("--out", "out", type=click.Path(file_okay=False), help="Output directory (global binlog files).")
+@click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [build] table.")
+@click.option("--max-file-size", "max_file_size", help="Rotate after this size (bytes or KB/MB/GB; default 500MB).")
+@click.option("--server-id", type=int, help="Server id of the output events (default 1).")
+@click.option("--server-version", help="FDE server version, must start with '5.' (default 5.7.44-gbinlog).")
+@click.option("--meta-store", help="The shaper's meta store: a path (relative to --out) or mysql://… URL.")
+@click.option("--resume/--no-resume", default=True, show_default=True,
+              help="Continue an existing output directory (crash-safe restart) or refuse one.")
+@click.option("--engine", type=click.Choice(["local", "spark"]), help="local (default) or spark.")
+@click.option("--master", help="Spark master URL (--engine spark; default local[*]).")
+@click.option("--conf", "confs", multiple=True, help="Spark setting k=v (--engine spark); repeatable.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+def build_command(dns, out, config, max_file_size, server_id, server_version, meta_store, resume, engine, master,
+                  confs, progress) -> None:
+    """Build the global binlog of DN binlog directories: extract → merge → shape → dump.
+
+    Resumable: on an existing output directory it recovers the files (anything after the last
+    complete transaction is cut) and continues from state.json, byte-identical to an
+    uninterrupted build."""
+    from binlog.errors import BinlogError
+    from dumper.global_binlog import DumperError
+    from extractor.errors import OrderingError
+    from gbinlog.local_engine import Settings, build
+
+    cfg = load_build_config(config) if config else {}
+    dn_dirs = list(cfg.get("dn", [])) + list(dns)
+    out = out or cfg.get("out")
+    if not dn_dirs:
+        raise click.UsageError("give at least one --dn DIR (or build.dn in --config)")
+    if not out:
+        raise click.UsageError("give --out DIR (or build.out in --config)")
+    settings = Settings()
+    for key in ("server_id", "server_version", "max_file_size", "heartbeat_interval", "meta_store",
+                "checkpoint_seconds", "checkpoint_bytes", "on_error"):
+        if key in cfg:
+            setattr(settings, key, cfg[key])
+    if max_file_size is not None:
+        settings.max_file_size = _parse_size(max_file_size, "--max-file-size")
+    if server_id is not None:
+        settings.server_id = server_id
+    if server_version is not None:
+        settings.server_version = server_version
+    if meta_store is not None:
+        settings.meta_store = meta_store
+    if not settings.server_version.startswith("5."):
+        raise click.BadParameter(f"{settings.server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)",
+                                 param_hint="--server-version")
+    engine = engine or cfg.get("engine", "local")
+    if engine == "spark":
+        _spark_build(dn_dirs, out, settings, master or cfg.get("master"),
+                     [f"{k}={v}" for k, v in cfg.get("conf", {}).items()] + list(confs))
+        return
+    if master or confs:
+        raise click.UsageError("--master/--conf are for --engine spark")
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = _Bar() if show else None
+    try:
+        result = build(dn_dirs, out, settings=settings, resume=resume, on_progress=bar)
+    except (DumperError, OrderingError, BinlogError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:
+        from schema_shaper import ShapeError
+
+        if isinstance(exc, ShapeError):
+            raise click.ClickException(str(exc)) from None
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    _summary(result)
+
+
+def _summary(r) -> None:
+    secs = max(r.seconds, 1e-9)
+    files = f"{r.files[0]}…{r.files[-1]} ({len(r.files)} files)" if r.files else "no file"
+    click.echo(f"built {r.out_dir}: {r.txns:,} transactions ({r.written:,} written, {r.events:,} events, "
+               f"{r.bytes / 1e6:,.1f} MB) in {r.seconds:.2f} s — {r.events / secs:,.0f} events/s, "
+               f"{r.bytes / 1e6 / secs:,.1f} MB/s; {files}; last vtso {r.last_vtso}")
+    if r.resumed:
+        click.echo(f"resumed: {r.skipped:,} regenerated transactions at or below the last one dropped"
+                   + (f"; recovery: {'; '.join(r.recovery)}" if r.recovery else ""))
+
+
+def _spark_build(dn_dirs, out, settings, master, confs) -> None:
+    try:
+        from gbinlog.spark_engine import build as spark_build
+    except ImportError as exc:
+        raise click.ClickException(f"--engine spark is not available: {exc}") from None
+    missing = [d for d in dn_dirs if not Path(d).is_dir()]
+    if missing:
+        raise click.ClickException(f"DN binlog directory {', '.join(missing)} does not exist")
+    try:
+        result = spark_build(dn_dirs, out, server_id=settings.server_id, server_version=settings.server_version,
+                             max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
+                             master=master, conf=list(confs), on_error=settings.on_error)
+    except Exception as exc:
+        from binlog.errors import BinlogError
+        from dumper.global_binlog import DumperError
+        from extractor.errors import OrderingError
+
+        if isinstance(exc, (DumperError, OrderingError, BinlogError)):
+            raise click.ClickException(str(exc)) from None
+        raise
+    click.echo(f"built {out} with spark: {getattr(result, 'txns', '?')} transactions, "
+               f"{len(getattr(result, 'files', []) or [])} files in {getattr(result, 'seconds', 0):.2f} s")
+
+
+@click.command("binlogs")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+def binlogs_command(directory: str) -> None:
+    """List the global binlog files of DIRECTORY: size, transactions, first and last vtso."""
+    from dumper.global_binlog import DumperError
+    from dumper.verify import list_binlogs
+
+    try:
+        files = list_binlogs(directory)
+    except DumperError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{'file':<16} {'size':>12} {'txns':>8}  {'first vtso':<54}  last vtso")
+    for f in files:
+        click.echo(f"{f.name:<16} {f.size:>12,} {f.txns:>8,}  {f.first_vtso or '-':<54}  {f.last_vtso or '-'}")
+    click.echo(f"# {len(files)} files, {sum(f.size for f in files):,} bytes, {sum(f.txns for f in files):,} txns")
+
+
+@click.command("events")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--from", "start", type=int, default=4, show_default=True, help="Start position.")
+@click.option("--limit", type=int, default=None, help="At most N events.")
+def events_command(file: str, start: int, limit: int | None) -> None:
+    """SHOW BINLOG EVENTS for one binlog FILE: Log_name, Pos, Event_type, Server_id, End_log_pos, Info."""
+    from dumper.server.show_events import ShowEventsError, show_binlog_events
+
+    path = Path(file)
+    try:
+        rows = show_binlog_events(path, path.name, start, 0, limit)
+    except ShowEventsError as exc:
+        raise click.ClickException(f"{path}: {exc}") from None
+    click.echo("Log_name\tPos\tEvent_type\tServer_id\tEnd_log_pos\tInfo")
+    for row in rows:
+        click.echo("\t".join(str(x).replace("\n", " ") for x in row))
+
+
+@click.command("verify")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--truth", type=click.Path(exists=True, dir_okay=False),
+              help="The simulator's truth.json: also check every logical txn once and the final state.")
+def verify_command(directory: str, truth: str | None) -> None:
+    """Check a global binlog directory: files, CRCs, positions, transaction grammar, vtso order, no
+    system tables (and with --truth: the content). Exit 1 on any problem."""
+    from dumper.verify import verify
+
+    report = verify(directory, truth)
+    kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(report.kinds.items()))
+    click.echo(f"{len(report.files)} files, {report.events:,} events, {report.txns:,} transactions ({kinds})")
+    if report.truth_checked:
+        click.echo(f"truth: every transaction once, rows and DDLs equal; {report.tables_checked} final tables equal"
+                   if report.ok else "truth: differences found")
+    for err in report.errors:
+        click.echo(f"ERROR {err}", err=True)
+    if not report.ok:
+        raise SystemExit(1)
+    click.echo("OK")
+
+
+COMMANDS: list[click.Command] = [build_command, binlogs_command, events_command, verify_command]

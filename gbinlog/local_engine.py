@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Protocol
 
 from dumper.cluster import (
+    BROADCAST_KINDS,
     ClusterMismatch,
+    broadcast_prefix,
+    check_broadcast_members,
+    check_broadcast_prefixes,
     check_distinct_dns,
-    check_first_heartbeats,
-    check_heartbeat_members,
     check_same_dns,
     dn_server_id,
-    first_heartbeat,
 )
 from dumper.global_binlog import (
     DEFAULT_MAX_FILE_SIZE,
@@ -42,12 +43,14 @@ from dumper.global_binlog import (
     HEARTBEAT_INTERVAL,
     DumperError,
     GlobalBinlog,
+    crash_now,
+    crash_point,
     encode_txn,
 )
 from dumper.recovery import list_files
 from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
 from extractor import RestartPoint, extract, list_binlog_files, storage_sequences
-from extractor.model import DnTxn, TxnKind
+from extractor.model import DnTxn
 from merger import merge
 
 log = logging.getLogger(__name__)
@@ -209,6 +212,9 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
     else:
         seqs = storage_sequences(ids)
         meta_target = settings.meta_store
+        if not list_files(out) and all(isinstance(d, DirDn) for d in dns):
+            # a fresh build of finite inputs: refuse DNs of two clusters before anything is written
+            check_broadcast_prefixes({d.dn_id: broadcast_prefix(d.stream(None, seqs[d.dn_id])) for d in dns})
     binlog = GlobalBinlog(out, server_id=settings.server_id, server_version=settings.server_version,
                           max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
                           hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
@@ -223,14 +229,11 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             raise DumperError(f"{out}: the binlog ends at {binlog.last_written_vtso}, before {state.binlog.vtso} "
                               f"which {STATE_FILE} says was durable: files were lost or damaged")
         skip = max(filter(None, [binlog.last_vtso, state.last_vtso if state else None]), default=None)
-        meta_path = meta_target if "://" in meta_target or os.path.isabs(meta_target) else str(out / meta_target)
+        meta_path = meta_target.removeprefix("sqlite://") if meta_target.startswith("sqlite:///") else meta_target
+        if "://" not in meta_path and not os.path.isabs(meta_path):
+            meta_path = str(out / meta_path)
         store = MetaStore.open(meta_path)
         cluster_id = state.cluster_id if state else None
-        if state is None and skip is None and all(isinstance(d, DirDn) for d in dns):
-            # finite inputs: refuse DNs of two clusters before anything is written
-            firsts = {d.dn_id: first_heartbeat(d.stream(None, seqs[d.dn_id])) for d in dns}
-            by_id = {d.dn_id: d for d in dns}
-            cluster_id = check_first_heartbeats(firsts, lambda dn: by_id[dn].stream(None, seqs[dn]))
         # With a state, the shaper resumes from the meta store and regenerated txns ≤ skip are
         # dropped unshaped. Without one (a crash before the first checkpoint) everything is
         # re-read and re-shaped from the start, and the last transaction in the files must come
@@ -253,6 +256,8 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
 
         def checkpoint() -> None:
             binlog.flush(fsync=True)
+            if crash_point("checkpoint"):
+                crash_now()
             mark = binlog.last_marker
             st = State(cluster_id=cluster_id, server_ids=server_ids, storage_seqs=seqs, last_vtso=last_consumed,
                        binlog=BinlogMark(mark[0], mark[1], binlog.last_written_vtso) if mark else
@@ -291,8 +296,8 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
                 raise ClusterMismatch(f"{out} holds a global binlog whose last transaction {last_in_files} these "
                                       f"DNs do not produce (they went from below it to {vtso}): another "
                                       "cluster's output? Use a new output directory")
-            if g.kind is TxnKind.HEARTBEAT:
-                check_heartbeat_members(g, members, ended)
+            if g.kind in BROADCAST_KINDS:
+                check_broadcast_members(g, members, ended)
                 if cluster_id is None:
                     cluster_id = vtso[:38]
             append(shape_txn(g))
