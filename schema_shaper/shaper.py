@@ -21,7 +21,6 @@ first, in sorted order), never a process-local one.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -31,27 +30,10 @@ from binlog.constants import ROWS_V1_TYPES, ROWS_V2_TYPES
 from binlog.rows_events import decode_table_map
 from extractor.model import Block, TxnKind
 from merger.model import GlobalTxn
-from schema_shaper.ddl import (
-    AlterTable,
-    CreateDatabase,
-    CreateTable,
-    DropDatabase,
-    DropTable,
-    Name,
-    RenameTable,
-    TruncateTable,
-    parse_ddl,
-    strip_polardbx,
-)
-from schema_shaper.errors import (
-    BadDdl,
-    ShapeError,
-    UnknownPhysicalSchema,
-    UnknownTable,
-    ValueMismatch,
-)
+from schema_shaper.ddl import CreateDatabase, DropDatabase, parse_ddl, strip_polardbx
+from schema_shaper.errors import BadDdl, ShapeError, UnknownPhysicalSchema, UnknownTable, ValueMismatch
 from schema_shaper.marks import mark_entries, phys_entry, snapshot_entries, where
-from schema_shaper.meta_store import Entry, MarkEntry, MetaStore, PhysEntry
+from schema_shaper.meta_store import Entry, MarkEntry, MetaStore
 from schema_shaper.model import LogicalBlock, LogicalKind, LogicalTxn
 from schema_shaper.query import ddl_query_payload, ddl_text
 from schema_shaper.rows import (
@@ -64,13 +46,10 @@ from schema_shaper.rows import (
     rebuild_rows,
     reshape_plan,
 )
-from schema_shaper.schema import TableSchema
-from schema_shaper.topology import Topology
+from schema_shaper.state import SYSTEM_PREFIXES, SchemaState, json_field
 
 log = logging.getLogger(__name__)
 
-SYSTEM_PREFIXES = ("__cdc__", "__drds_")
-_SYSTEM_DBS = {"mysql", "sys", "information_schema", "performance_schema"}
 _V2_OK = b"\x02\x00"
 _V2 = frozenset(int(t) for t in ROWS_V2_TYPES)
 _DML, _NONE = LogicalKind.DML, LogicalKind.NONE
@@ -84,14 +63,6 @@ def is_system(db: str, table: str) -> bool:
 
 
 @dataclass(slots=True)
-class LogicalTable:
-    db: str
-    name: str
-    schema: TableSchema
-    table_id: int
-
-
-@dataclass(slots=True)
 class DdlOutput:
     """What a mark emits (None when it is not visible to MySQL)."""
 
@@ -101,7 +72,7 @@ class DdlOutput:
     server_id: int | None
 
 
-class Shaper:
+class Shaper(SchemaState):
     """The shaper's state and rules; ``shape_txn`` turns one GlobalTxn into its LogicalTxn.
 
     ``store``: where history is persisted (None: nowhere). ``on_error``: ``"raise"`` (a
@@ -112,13 +83,9 @@ class Shaper:
     def __init__(self, *, store: MetaStore | None = None, on_error: str = "raise") -> None:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+        super().__init__()
         self.store = store
         self.on_error = on_error
-        self.topology = Topology()
-        self.tables: dict[tuple[str, str], LogicalTable] = {}
-        self.physical: dict[tuple[str, str], TableSchema] = {}
-        self.next_table_id = 1
-        self.vtso = ""  # the last history entry applied (or the as-of point)
         self._plans: dict[bytes, TablePlan] = {}
         self._stored_upto = (store.last_vtso() or "") if store is not None else ""
         self.counts = {"pass": 0, "reshape": 0}
@@ -328,7 +295,7 @@ class Shaper:
 
     def ddl_output(self, entry: MarkEntry) -> DdlOutput | None:
         """The logical QUERY of a mark, or None when the DDL is not for MySQL (§5.2)."""
-        ext = _json(entry.ext, entry, "EXT") or {}
+        ext = json_field(entry.ext, entry, "EXT") or {}
         if entry.visibility != 1 or ext.get("isGsi") or ext.get("isCci"):
             return None
         mysql_sql = strip_polardbx(entry.ddl)
@@ -349,228 +316,16 @@ class Shaper:
         server_id = ext.get("serverId")
         return DdlOutput(db, mysql_sql, query, int(server_id) if server_id else None)
 
-    def _bad_mark(self, entry: MarkEntry, message: str) -> BadDdl:
-        dn, _, rest = entry.source.partition(":")
-        file, _, offset = rest.rpartition(":")
-        return BadDdl(message, dn=dn or None, file=file or None, offset=int(offset) if offset.isdigit() else None,
-                      table=f"{entry.db}.{entry.table}" if entry.table else entry.db, vtso=entry.vtso)
-
     # -- history ---------------------------------------------------------------------------------------------
     def apply(self, entry: Entry, *, store: bool = True) -> None:
         """Apply one history entry to the model (and the store); the plan cache is dropped."""
-        if isinstance(entry, MarkEntry):
-            self._apply_mark(entry)
-        else:
-            self._apply_phys(entry)
+        self.apply_entry(entry)
         self._plans.clear()
-        self.vtso = max(self.vtso, entry.vtso)
         # Entries are stored in vtso order as they are applied: one at or below the store's last
         # vtso is there already (a restart replaying it), and writing it again would only cost a sync.
         if store and self.store is not None and entry.vtso > self._stored_upto:
             self.store.add(entry)
 
-    def _apply_mark(self, entry: MarkEntry) -> None:
-        record = _json(entry.topology, entry, "META_INFO") or {}
-        db_meta = record.get("logicDbMeta")
-        table_meta = record.get("logicTableMeta")
-        db_info = self.topology.db(entry.db)
-        try:
-            stmt = parse_ddl(entry.ddl, charset=db_info.charset if db_info else "utf8mb4")
-        except ValueError as exc:
-            raise self._bad_mark(entry, f"unparseable DDL: {exc}") from None
-        try:
-            self._apply_statement(entry, stmt, db_meta, table_meta)
-        except (ValueError, KeyError) as exc:
-            raise self._bad_mark(entry, f"cannot apply the DDL: {exc}") from None
-
-    def _apply_statement(self, entry: MarkEntry, stmt: Any, db_meta: dict | None, table_meta: dict | None) -> None:
-        topo = self.topology
-        if isinstance(stmt, CreateDatabase):
-            db = topo.set_db(db_meta) if db_meta else topo.ensure_db(stmt.name, stmt.charset)
-            db.name = stmt.name  # the DDL's spelling: downstream creates it so
-            if stmt.charset:
-                db.charset = stmt.charset
-            return
-        if isinstance(stmt, DropDatabase):
-            for key in [k for k in self.tables if k[0] == stmt.name.lower()]:
-                self._drop_logical(*key)
-            topo.drop_db(stmt.name)
-            return
-        if isinstance(stmt, CreateTable):
-            db, name = self._qualify(stmt.table, entry.db)
-            if stmt.schema is not None:
-                schema = stmt.schema
-            else:
-                source = self._logical(self._qualify(stmt.like, entry.db))  # type: ignore[arg-type]
-                schema = source.schema.renamed(name)
-            self._define(db, name, self._authoritative(schema, table_meta, db, entry), table_meta)
-            return
-        if isinstance(stmt, AlterTable):
-            db, name = self._qualify(stmt.table, entry.db)
-            current = self._logical((db, name))
-            schema = stmt.apply(current.schema)
-            if stmt.rename_to is not None:
-                new_db, new_name = self._qualify(stmt.rename_to, db)
-                self._drop_logical(db, name)
-                db, name, schema = new_db, new_name, schema.renamed(new_name)
-            self._define(db, name, self._authoritative(schema, table_meta, db, entry), table_meta)
-            return
-        if isinstance(stmt, RenameTable):
-            for old, new in stmt.pairs:
-                odb, oname = self._qualify(old, entry.db)
-                ndb, nname = self._qualify(new, odb)
-                current = self._logical((odb, oname))
-                topo.rename_table(odb, oname, ndb, nname)
-                self._drop_logical(odb, oname, keep_topology=True)
-                meta = table_meta if table_meta and table_meta.get("tableName", "").lower() == nname.lower() else None
-                self._define(ndb, nname, current.schema.renamed(nname), meta)
-            return
-        if isinstance(stmt, TruncateTable):
-            db, name = self._qualify(stmt.table, entry.db)
-            current = self._logical((db, name))
-            # Same columns: the same table version and id; the topology is refreshed.
-            self._define(db, name, current.schema, table_meta, table_id=current.table_id)
-            return
-        if isinstance(stmt, DropTable):
-            for t in stmt.tables:
-                db, name = self._qualify(t, entry.db)
-                self._drop_logical(db, name)
-            return
-        # Other: nothing in the model changes.
-
-    @staticmethod
-    def _qualify(name: Name, default_db: str) -> tuple[str, str]:
-        return (name[0] or default_db, name[1])
-
-    def _logical(self, name: tuple[str, str]) -> LogicalTable:
-        table = self.tables.get((name[0].lower(), name[1].lower()))
-        if table is None:
-            raise KeyError(f"unknown logical table {name[0]}.{name[1]}")
-        return table
-
-    def _authoritative(self, schema: TableSchema, table_meta: dict | None, db: str, entry: MarkEntry) -> TableSchema:
-        """META_INFO's createSql is the table as the CN has it after the DDL (§5.1a): it wins over
-        the model's own result, which must agree on columns (a difference is logged)."""
-        create = (table_meta or {}).get("createSql")
-        if not create or table_meta.get("tableName", "").lower() != schema.name.lower():  # type: ignore[union-attr]
-            return schema
-        db_info = self.topology.db(db)
-        stmt = parse_ddl(create, charset=db_info.charset if db_info else "utf8mb4")
-        if not isinstance(stmt, CreateTable) or stmt.schema is None:
-            raise ValueError("META_INFO createSql is not a CREATE TABLE with columns")
-        meta_schema = stmt.schema.renamed(schema.name)
-        if not meta_schema.shape_equal(schema):
-            log.warning("vtso %s: %s.%s after %r differs from META_INFO createSql; createSql wins "
-                        "(model: %s; createSql: %s)", entry.vtso, db, schema.name, entry.ddl[:200],
-                        schema.names, meta_schema.names)
-        return meta_schema
-
-    def _define(self, db: str, name: str, schema: TableSchema, table_meta: dict | None, *,
-                table_id: int | None = None) -> None:
-        """A new version of logical table ``db.name`` (the next table id unless ``table_id`` keeps
-        one), its topology and physical seeds."""
-        key = (db.lower(), name.lower())
-        if table_id is None:
-            table_id = self.next_table_id
-            self.next_table_id += 1
-        self.tables[key] = LogicalTable(db, name, schema, table_id)
-        if table_meta is not None and table_meta.get("tableName", "").lower() == name.lower():
-            phys_keys = self.topology.set_table(db, table_meta)
-            self._seed_physical(phys_keys, schema, table_meta)
-        else:
-            self._seed_physical(self.topology.physical_keys(db, name), schema, None)
-
-    def _seed_physical(self, keys: list[tuple[str, str]], schema: TableSchema, table_meta: dict | None) -> None:
-        """At a mark every shard has converged: its physical schema is createSql4Phy (or the
-        logical one)."""
-        phys = schema
-        create4phy = (table_meta or {}).get("createSql4Phy")
-        if create4phy:
-            try:
-                stmt = parse_ddl(create4phy, charset=schema.charset)
-                if isinstance(stmt, CreateTable) and stmt.schema is not None:
-                    phys = stmt.schema
-            except ValueError as exc:
-                log.warning("META_INFO createSql4Phy of %s unreadable (%s): the logical schema stands in",
-                            schema.name, exc)
-        for key in keys:
-            self.physical[key] = phys.renamed(key[1])
-
-    def _drop_logical(self, db: str, name: str, *, keep_topology: bool = False) -> None:
-        self.tables.pop((db.lower(), name.lower()), None)
-        if not keep_topology:
-            for key in self.topology.physical_keys(db, name):
-                self.physical.pop(key, None)
-            self.topology.drop_table(db, name)
-
-    def _apply_phys(self, entry: PhysEntry) -> None:
-        db_l = entry.db.lower()
-        if db_l.startswith(SYSTEM_PREFIXES) or db_l in _SYSTEM_DBS:
-            return
-        try:
-            stmt = parse_ddl(entry.ddl)
-        except ValueError as exc:
-            raise BadDdl(f"unparseable physical DDL {entry.ddl[:200]!r}: {exc}", dn=entry.dn, file=entry.file,
-                         offset=entry.offset, table=entry.db, vtso=entry.vtso) from None
-        try:
-            self._apply_phys_statement(entry, stmt)
-        except (ValueError, KeyError) as exc:
-            raise BadDdl(f"cannot apply physical DDL {entry.ddl[:200]!r}: {exc}", dn=entry.dn, file=entry.file,
-                         offset=entry.offset, table=entry.db, vtso=entry.vtso) from None
-
-    def _apply_phys_statement(self, entry: PhysEntry, stmt: Any) -> None:
-        phys = self.physical
-        if isinstance(stmt, CreateTable):
-            db, name = self._qualify(stmt.table, entry.db)
-            if stmt.schema is not None:
-                phys[(db.lower(), name.lower())] = stmt.schema
-            else:
-                sdb, sname = self._qualify(stmt.like, entry.db)  # type: ignore[arg-type]
-                source = phys.get((sdb.lower(), sname.lower()))
-                if source is not None:
-                    phys[(db.lower(), name.lower())] = source.renamed(name)
-        elif isinstance(stmt, AlterTable):
-            db, name = self._qualify(stmt.table, entry.db)
-            key = (db.lower(), name.lower())
-            current = phys.get(key)
-            if current is None:
-                return  # a table the model does not know: nothing of ours depends on it
-            schema = stmt.apply(current)
-            if stmt.rename_to is not None:
-                ndb, nname = self._qualify(stmt.rename_to, db)
-                del phys[key]
-                phys[(ndb.lower(), nname.lower())] = schema.renamed(nname)
-                self.topology.rename_physical(db, name, ndb, nname)
-            else:
-                phys[key] = schema
-        elif isinstance(stmt, RenameTable):
-            for old, new in stmt.pairs:
-                odb, oname = self._qualify(old, entry.db)
-                ndb, nname = self._qualify(new, odb)
-                current = phys.pop((odb.lower(), oname.lower()), None)
-                if current is not None:
-                    phys[(ndb.lower(), nname.lower())] = current.renamed(nname)
-                self.topology.rename_physical(odb, oname, ndb, nname)
-        elif isinstance(stmt, DropTable):
-            for t in stmt.tables:
-                db, name = self._qualify(t, entry.db)
-                phys.pop((db.lower(), name.lower()), None)
-        elif isinstance(stmt, DropDatabase):
-            for key in [k for k in phys if k[0] == stmt.name.lower()]:
-                del phys[key]
-
-
-def _json(text: str | None, entry: MarkEntry, what: str) -> dict | None:
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        dn, _, rest = entry.source.partition(":")
-        file, _, offset = rest.rpartition(":")
-        raise BadDdl(f"{what} is not JSON: {exc}", dn=dn or None, file=file or None,
-                     offset=int(offset) if offset.isdigit() else None, table=entry.db, vtso=entry.vtso) from None
-    return value if isinstance(value, dict) else None
 
 
 def shape(txns: Iterable[GlobalTxn], *, shaper: Shaper | None = None, store: MetaStore | None = None,

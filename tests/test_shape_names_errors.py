@@ -332,6 +332,23 @@ def test_ddl_query_payload():
     assert body.db == "" and body.query.decode().split("\n")[0] == "# POLARX_ORIGIN_SQL=CREATE DATABASE `ddl`"
 
 
+def test_dml_only_on_system_tables_is_none():
+    """Rows on ``__cdc__*`` / ``__drds_*`` tables never reach the output: a DML txn with nothing
+    else is NONE (still yielded, for checkpoints)."""
+    shaper = Shaper()
+    txns = fixture_txns("bank-4dn")
+    mark = next(g for g in txns if g.kind is TxnKind.DDL_MARK)
+    for g in txns[:txns.index(mark) + 1]:
+        shaper.shape_txn(g)
+    fake = GlobalTxn(mark.vtso[:-1] + "9", TxnKind.DML, mark.blocks, mark.branches)
+    assert mark.blocks[0].db.startswith("__cdc__")
+    out = shaper.shape_txn(fake)
+    assert out.kind is LogicalKind.NONE and out.blocks == [] and out.source is fake
+    dml = next(g for g in txns if g.kind is TxnKind.DML and g.vtso > mark.vtso)
+    drds = [dataclasses.replace(b, table="__drds_global_tx_log") for b in dml.blocks]
+    assert shaper.shape_txn(GlobalTxn(dml.vtso, TxnKind.DML, drds, dml.branches)).kind is LogicalKind.NONE
+
+
 def test_on_error_is_checked():
     with pytest.raises(ValueError):
         Shaper(on_error="ignore")
