@@ -5,22 +5,18 @@
 so a DN that is slow on the network never holds the GIL-bound merge in a read. It keeps what
 ``gbinlog status`` shows: connection state, position, last TSO, oldest open prepare.
 
-``JoinableMerge`` is ``merger.merge`` over the feeds, rebuilt when a DN joins (scale-out): the
-transactions the old merge had taken from each DN but not yet emitted are put back in front of
-that DN's stream, the new DN's stream is added, and everything at or below the last emitted vtso
-(the new DN's history before it joined, its branch of the instruction) is dropped, so the output
-goes on with no gap and no reordering.
+``LiveMerge`` merges the feeds into one vtso-ordered stream that a DN can join mid-run
+(scale-out); ``storage_change`` reads the ``StorageInstChange`` instruction that announces it.
 """
 
 from __future__ import annotations
 
-import itertools
+import heapq
 import json
 import logging
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -29,7 +25,7 @@ from extractor.live_source import ReplicationSource
 from extractor.model import DnTxn, TxnKind
 from extractor.source import DirSource, DnSource
 from extractor.vtso import VtsoState
-from merger import GlobalTxn, merge
+from merger import GlobalTxn
 
 log = logging.getLogger(__name__)
 _END = object()
@@ -174,74 +170,58 @@ def dn_source(dn, *, start_file: str | None, start_pos: int, server_id: int, bac
     return src
 
 
-# -- the merge --------------------------------------------------------------------------------------
-class _Tracked:
-    """A DN stream that remembers what the merge took from it and has not emitted yet."""
+# -- the merge ----------------------------------------------------------------------------------------
+class LiveMerge:
+    """A blocking k-way merge of DN streams into one stream of ``DnTxn``s in ascending vtso, that a
+    DN can join: what ``gbinlog run`` hands to the pipeline core as one input, whose own
+    ``merger.merge`` then joins branches exactly as over separate DN streams.
 
-    def __init__(self, dn_id: str, it: Iterator[DnTxn]) -> None:
-        self.dn_id = dn_id
-        self.it = it
-        self.taken: deque[DnTxn] = deque()
+    Blocking as ``merger.merge`` is: a transaction is handed out only while every stream has a
+    head, so nothing smaller can still come. Ties (the branches of one transaction) go in DN
+    ``order`` (the config's DN order), the order ``merger.merge`` gives branches of DN streams in
+    that order, so the trace merge and the output bytes are the same as a batch build's.
 
-    def __iter__(self) -> Iterator[DnTxn]:
-        for txn in self.it:
-            self.taken.append(txn)
-            yield txn
+    ``add(dn, stream)`` (scale-out, called when an instruction branch is taken): the new DN's
+    transactions below the last vtso handed out (its history before it joined) are dropped; its
+    branch of the instruction has that very vtso and joins the others.
+    """
 
-    def emitted(self, txn: DnTxn) -> None:
-        taken = self.taken
-        while taken:
-            if taken.popleft() is txn:
-                return
-        raise AssertionError(f"merge emitted a DN {self.dn_id} transaction it never took: {txn.vtso}")
-
-    def rest(self) -> Iterator[DnTxn]:
-        """Taken-but-not-emitted first, then the rest of the stream."""
-        return itertools.chain(list(self.taken), self.it)
-
-
-class JoinableMerge:
-    """``merge()`` over named DN streams; ``add(dn, stream)`` between two output transactions."""
-
-    def __init__(self, streams: dict[str, Iterator[DnTxn]]) -> None:
-        self._tracked = {dn: _Tracked(dn, it) for dn, it in streams.items()}
-        self._gen = merge(list(self._tracked.values()))
-        self.last_vtso: str | None = None
+    def __init__(self, order: dict[str, int]) -> None:
+        self.order = order
+        self.heap: list[tuple[str, int, str, DnTxn]] = []
+        self.its: dict[str, Iterator[DnTxn]] = {}
+        self.last: str | None = None
         self.dropped = 0
 
     @property
     def dns(self) -> list[str]:
-        return list(self._tracked)
+        return list(self.its)
 
-    def __iter__(self) -> Iterator[GlobalTxn]:
-        return self
-
-    def __next__(self) -> GlobalTxn:
-        while True:
-            g = next(self._gen)
-            for b in g.branches:
-                self._tracked[b.dn].emitted(b)
-            if self.last_vtso is not None and g.vtso <= self.last_vtso:
-                # After a rebuild: the joined DN's history before it joined (its branch of the
-                # instruction, heartbeats already emitted from the other DNs). Never a new txn:
-                # everything it could join was emitted with the other DNs' branches.
-                self.dropped += 1
-                continue
-            self.last_vtso = g.vtso
-            return g
-
-    def add(self, dn_id: str, stream: Iterator[DnTxn]) -> None:
-        """Join DN ``dn_id``: the merge goes on from the last transaction it emitted."""
-        if dn_id in self._tracked:
+    def add(self, dn_id: str, stream: Iterable[DnTxn]) -> None:
+        if dn_id in self.its:
             raise ValueError(f"DN {dn_id} is already merged")
-        streams = {dn: _Tracked(dn, t.rest()) for dn, t in self._tracked.items()}
-        streams[dn_id] = _Tracked(dn_id, iter(stream))
-        self._gen.close()
-        self._tracked = streams
-        self._gen = merge(list(streams.values()))
+        it = self.its[dn_id] = iter(stream)
+        self._refill(dn_id, it)
+
+    def _refill(self, dn_id: str, it: Iterator[DnTxn]) -> None:
+        last = self.last
+        for txn in it:
+            if last is not None and txn.vtso < last:
+                self.dropped += 1       # a joining DN's history before it joined
+                continue
+            heapq.heappush(self.heap, (txn.vtso, self.order[dn_id], dn_id, txn))
+            return
+
+    def __iter__(self) -> Iterator[DnTxn]:
+        heap = self.heap
+        while heap:
+            vtso, _, dn_id, txn = heapq.heappop(heap)
+            self.last = vtso
+            yield txn
+            self._refill(dn_id, self.its[dn_id])
 
 
-def storage_change(g: GlobalTxn) -> list[str] | None:
+def storage_change(g: GlobalTxn | DnTxn) -> list[str] | None:
     """The storage list of a ``StorageInstChange`` instruction (reference §5.1), else None.
 
     The instruction row's columns are found by value: the type column reads ``StorageInstChange``

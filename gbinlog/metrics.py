@@ -10,7 +10,8 @@ runner's status loop. Names::
     gbinlog_dn_reconnects_total{dn}    reconnections after errors
     gbinlog_dn_lag_ms{dn}              now − physical time of the DN's newest released TSO
     gbinlog_dn_open_prepares{dn}       prepared, not yet committed transactions held by the Sorter
-    gbinlog_txns_out_total{kind}       global transactions written (dml, ddl, heartbeat, none)
+    gbinlog_txns_out_total             global transactions consumed (written or not: heartbeats
+                                       off the 30 s grid, physical DDL, instructions)
     gbinlog_events_out_total           events written to the global binlog
     gbinlog_lag_ms                     now − physical time of the last vtso written (end to end)
     gbinlog_replicas                   replicas attached to the endpoint
@@ -37,19 +38,20 @@ class Metrics:
                             registry=r)
         self.dn_open = Gauge("gbinlog_dn_open_prepares", "Prepared transactions not yet committed", ["dn"],
                              registry=r)
-        self.txns_out = Counter("gbinlog_txns_out", "Global transactions written", ["kind"], registry=r)
+        self.txns_out = Counter("gbinlog_txns_out", "Global transactions consumed", registry=r)
         self.events_out = Counter("gbinlog_events_out", "Events written to the global binlog", registry=r)
         self.lag = Gauge("gbinlog_lag_ms", "Now minus the last vtso written (ms), end to end", registry=r)
         self.replicas = Gauge("gbinlog_replicas", "Replicas attached to the endpoint", registry=r)
         self._server: Any = None
         self._seen: dict[tuple[str, str], float] = {}
 
-    def add_to(self, counter: Counter, key: str, total: float) -> None:
-        """Move a labelled counter to ``total`` (sources keep their own running totals)."""
-        seen = self._seen.get((counter._name, key), 0.0)
+    def add_to(self, counter: Counter, key: str | None, total: float) -> None:
+        """Move a counter (labelled with ``key``, or not) to ``total``: the sources keep their own
+        running totals, the counter follows them."""
+        seen = self._seen.get((counter._name, key or ""), 0.0)
         if total > seen:
-            counter.labels(key).inc(total - seen)
-            self._seen[(counter._name, key)] = total
+            (counter.labels(key) if key is not None else counter).inc(total - seen)
+            self._seen[(counter._name, key or "")] = total
 
     def serve(self, host: str, port: int) -> None:
         """Expose ``/metrics`` on ``host:port`` (raises ``OSError`` when the port is taken)."""

@@ -1,7 +1,218 @@
-"""CLI commands: run, status, demo (issue 7)."""
+"""CLI commands: run, status, demo (issue 7).
+
+Operator errors (bad config, unreachable DN, wrong password, port in use, output in use) print one
+line ``gbinlog <cmd>: error: …`` on stderr and exit 2; an error while running exits 1 after a
+clean stop (the output ends at a whole transaction, ``state.json`` at the last checkpoint).
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+DEFAULT_CONFIG = "cluster.toml"
+
+
+def fail(cmd: str, message: str, code: int = 2) -> None:
+    click.echo(f"gbinlog {cmd}: error: {' '.join(str(message).split())}", err=True)
+    sys.exit(code)
+
+
+class OneLineErrors(click.Command):
+    """click's usage errors as one line, exit 2 (as ``gbinlog simulate`` does)."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            fail(self.name or "?", exc.format_message())
+            raise
+
+
+def _config_path(config: str | None) -> str:
+    return config or os.environ.get("GBINLOG_CONFIG") or DEFAULT_CONFIG
+
+
+def _load(cmd: str, config: str | None):
+    from gbinlog.config import ConfigError, load
+    try:
+        return load(_config_path(config))
+    except ConfigError as exc:
+        fail(cmd, str(exc))
+
+
+def _logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else (logging.INFO if verbose == 1 else logging.DEBUG)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+@click.command("run", cls=OneLineErrors)
+@click.option("--config", "config", type=str, default=None, metavar="FILE",
+              help=f"cluster.toml [default: $GBINLOG_CONFIG or ./{DEFAULT_CONFIG}]")
+@click.option("-v", "--verbose", count=True, help="-v info, -vv debug logging on stderr")
+def run_command(config: str | None, verbose: int) -> None:
+    """Run the live service: read every DN, merge, shape, write and serve the global binlog.
+
+    SIGTERM / SIGINT stop it cleanly (flush, fsync, state.json); after a SIGKILL the next start
+    recovers and goes on from the restart points."""
+    from gbinlog.live import LiveRunner, RunError
+
+    _logging(verbose)
+    cfg = _load("run", config)
+    runner = LiveRunner(cfg)
+
+    def on_signal(signum: int, frame: object) -> None:
+        runner.stop()
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, on_signal)
+    try:
+        try:
+            runner.start()
+        except RunError as exc:
+            fail("run", str(exc))
+        where = f"{cfg.server.host}:{runner.endpoint.port}" if runner.endpoint else "no endpoint"
+        metrics = f", metrics on {cfg.metrics.host}:{cfg.metrics.port}" if cfg.metrics.port else ""
+        click.echo(f"gbinlog run: {len(cfg.dn)} DNs → {cfg.output.dir} (serving on {where}{metrics}); "
+                   "SIGTERM stops", err=True)
+        try:
+            result = runner.run()
+        except RunError as exc:
+            fail("run", str(exc))
+        except Exception as exc:  # noqa: BLE001 - one line for the operator, details in the log
+            logging.getLogger("gbinlog.run").debug("run failed", exc_info=True)
+            fail("run", f"{type(exc).__name__}: {exc}", 1)
+        click.echo(f"gbinlog run: stopped cleanly at {result.last_vtso} ({result.txns} txns this run)", err=True)
+    finally:
+        runner.close()
+
+
+# -- status ---------------------------------------------------------------------------------------------
+def _alive(out: Path) -> int | None:
+    """The pid of the ``gbinlog run`` holding ``out``'s lock, or None."""
+    import fcntl
+
+    from gbinlog.live import LOCK_FILE
+    path = out / LOCK_FILE
+    if not path.exists():
+        return None
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            text = fh.read().strip()
+            return int(text) if text.isdigit() else -1
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return None
+
+
+def _age(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms / 1000:.1f} s" if abs(ms) >= 1000 else f"{ms:.0f} ms"
+
+
+def read_status(out: Path) -> dict:
+    """status.json of the output directory (with ``running``/``pid`` from the lock) and, when the
+    service is not running, what ``state.json`` says."""
+    from gbinlog.live import STATUS_FILE
+    doc: dict = {}
+    path = out / STATUS_FILE
+    if path.exists():
+        try:
+            doc = json.loads(path.read_text())
+        except ValueError:
+            doc = {}
+    pid = _alive(out)
+    doc["running"] = pid is not None
+    if pid is not None:
+        doc["pid"] = pid
+        doc["status_age_s"] = round(time.time() - doc.get("time", 0), 1) if doc.get("time") else None
+    state_path = out / "state.json"
+    if state_path.exists():
+        try:
+            doc["state_json"] = json.loads(state_path.read_text())
+        except ValueError:
+            pass
+    return doc
+
+
+def format_status(doc: dict) -> str:
+    lines = []
+    run = "running" if doc.get("running") else "not running"
+    if doc.get("running"):
+        run += f" (pid {doc.get('pid')}, up {doc.get('uptime_s', 0):.0f} s)"
+    lines.append(f"gbinlog: {run}; output {doc.get('output', '?')}; endpoint {doc.get('endpoint') or '-'}")
+    if doc.get("error"):
+        lines.append(f"  error: {doc['error']}")
+    if doc.get("last_vtso"):
+        lines.append(f"  last vtso written {doc['last_vtso']}  lag {_age(doc.get('lag_ms'))}  "
+                     f"txns {doc.get('txns', 0):,}  events out {doc.get('events_out', 0):,} "
+                     f"({doc.get('events_out_per_s', 0):,.0f}/s)")
+    merge = doc.get("merge") or {}
+    if merge.get("watermark"):
+        lines.append(f"  merge watermark {merge['watermark']}  DNs merged {', '.join(merge.get('dns', []))}"
+                     + (f"  joined {merge['joined']}" if merge.get("joined") else ""))
+    for d in doc.get("dns", []):
+        line = f"  DN {d['dn']:<6} {d.get('state', '?'):<10} {d.get('source', '')}"
+        if "file" in d:
+            line += (f"  at {d['file']}:{d['pos']}  {d.get('events_per_s', 0):,.0f} events/s  last TSO "
+                     f"{d.get('last_tso') or '-'} ({_age(d.get('last_tso_age_ms'))} ago)  "
+                     f"open prepares {d.get('open_prepares', 0)}")
+            held = d.get("oldest_open_prepare")
+            if held:
+                line += f" (oldest {held['xid'] or 'local'} at {held['at']}, {held['age_s']:.1f} s)"
+            if d.get("reconnects"):
+                line += f"  reconnects {d['reconnects']}"
+            if d.get("last_error") and d.get("state") != "streaming":
+                line += f"  last error: {d['last_error']}"
+        lines.append(line)
+    reps = doc.get("replicas")
+    if reps is not None:
+        lines.append(f"  replicas attached: {len(reps)}")
+        for r in reps:
+            lines.append(f"    server_id {r['server_id']} {r['user']}@{r['host']} at {r['file']}:{r['pos']}")
+    st = doc.get("state_json")
+    if st and not doc.get("running"):
+        b = st.get("binlog") or {}
+        lines.append(f"  state.json: last vtso {st.get('last_vtso')}, binlog {b.get('file')}:{b.get('pos')}")
+        for dn, p in sorted((st.get("dns") or {}).items()):
+            lines.append(f"    DN {dn}: restart at " + (f"{p['file']}:{p['pos']}" if p else "its first file"))
+    return "\n".join(lines)
+
+
+@click.command("status", cls=OneLineErrors)
+@click.option("--config", "config", type=str, default=None, metavar="FILE",
+              help=f"cluster.toml [default: $GBINLOG_CONFIG or ./{DEFAULT_CONFIG}]")
+@click.option("--dir", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="the output directory instead of --config's output.dir")
+@click.option("--json", "as_json", is_flag=True, help="the raw status document")
+def status_command(config: str | None, out_dir: str | None, as_json: bool) -> None:
+    """Per DN: connection, position, last TSO and its age, oldest open prepare; merge watermark,
+    last vtso written, lag, replicas attached and their positions."""
+    out = Path(out_dir) if out_dir else Path(_load("status", config).output.dir)
+    if not out.is_dir():
+        fail("status", f"output directory {out} does not exist (gbinlog run has not started there)")
+    doc = read_status(out)
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        click.echo(format_status(doc))
+
+
+def _demo_command() -> click.Command:
+    from gbinlog.demo import demo_command
+    return demo_command
+
+
+COMMANDS: list[click.Command] = [run_command, status_command, _demo_command()]

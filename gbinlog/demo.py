@@ -1,0 +1,204 @@
+"""``gbinlog demo``: the whole service in one command, nothing to configure.
+
+A simulated 4-DN PolarDB-X cluster runs the ``bank`` workload in real time (transfers between
+accounts as distributed transactions, with 2PC holes and a heartbeat every 200 ms), each DN served
+over the replication protocol; ``gbinlog run``'s pipeline reads the DNs, writes the global binlog
+and serves it; when MariaDB is installed a throwaway replica attaches with ``CHANGE MASTER TO``.
+A live line shows TPS, lag and the replica's total balance, which must stay constant.
+Ctrl-C (or SIGTERM) stops everything it started and removes its files (unless ``--dir``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import click
+
+from gbinlog.run_cmd import OneLineErrors, fail
+
+
+def _line(text: str, tty: bool) -> None:
+    if tty:
+        sys.stdout.write("\r\033[K" + text)
+    else:
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+@click.command("demo", cls=OneLineErrors)
+@click.option("--dns", type=click.IntRange(1, 16), default=4, show_default=True, help="simulated DNs")
+@click.option("--tps", type=click.IntRange(1, 5000), default=200, show_default=True,
+              help="client transactions per second")
+@click.option("--port", type=click.IntRange(0, 65535), default=3307, show_default=True,
+              help="replication endpoint port (0: any free port)")
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="keep everything here (default: a temporary directory removed at the end)")
+@click.option("--replica/--no-replica", default=True, show_default=True,
+              help="attach a throwaway MariaDB replica when mariadbd is installed")
+@click.option("--duration", type=float, default=None, help="stop by itself after this many seconds")
+def demo_command(dns: int, tps: int, port: int, work_dir: str | None, replica: bool,
+                 duration: float | None) -> None:
+    """Simulated 4-DN bank cluster → gbinlog → MariaDB replica, live; Ctrl-C stops it all."""
+    from gbinlog.config import Config, DnConfig, OutputConfig, ServerConfig, UserConfig
+    from gbinlog.live import LiveRunner, RunError, check_port
+    from gbinlog.replica import Replica, free_port, mariadb_available
+    from simulator.live import LiveSimulation, ServeOptions
+    from simulator.run import SimulateError
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, on_signal)
+    tty = sys.stdout.isatty()
+    keep = work_dir is not None
+    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="gbinlog-demo-"))
+    if keep and work.exists() and any(work.iterdir()):
+        fail("demo", f"--dir {work} is not empty")
+    work.mkdir(parents=True, exist_ok=True)
+    if port:
+        try:
+            check_port("127.0.0.1", port, "--port")
+        except RunError as exc:
+            fail("demo", f"{exc} (choose another with --port, or --port 0)")
+    else:
+        port = free_port()
+    started: list = []            # what to stop, in reverse order
+    rep: list[Replica] = []
+
+    def cleanup() -> None:
+        while started:            # last started first; a stop may still add one (the replica)
+            fn = started.pop()
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - keep stopping the rest
+                click.echo(f"gbinlog demo: while stopping: {exc}", err=True)
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    atexit.register(cleanup)
+
+    try:
+        dn_password = secrets.token_hex(8)
+        try:
+            sim = LiveSimulation("bank", dns, work / "cluster", tps=tps, truth=False,
+                                 serve=ServeOptions(port=0, user="cdc", password=dn_password))
+        except SimulateError as exc:
+            fail("demo", str(exc))
+        sim_thread = threading.Thread(target=sim.run, name="gbinlog-demo-sim", daemon=True)
+        sim_thread.start()
+        started.append(lambda: (sim.stop(), sim_thread.join(30), sim.stop_servers()))
+        replica_thread = None
+        want_replica = replica and mariadb_available()
+        if want_replica:
+            def start_replica() -> None:
+                try:
+                    r = Replica.start(work / "replica")
+                except Exception as exc:  # noqa: BLE001 - the demo goes on without a replica
+                    click.echo(f"gbinlog demo: no replica: {exc}", err=True)
+                    return
+                rep.append(r)
+                started.append(r.stop)
+            replica_thread = threading.Thread(target=start_replica, daemon=True)
+            replica_thread.start()
+            # a failure before the replica is up still waits for it, to stop it
+            started.append(lambda: replica_thread.join(120))
+        deadline = time.monotonic() + 30
+        while len(sim.ports) < dns:
+            if sim.error is not None or time.monotonic() > deadline:
+                fail("demo", f"the simulated cluster did not start: {sim.error}")
+            time.sleep(0.02)
+        repl_password = "repl"
+        cfg = Config(dn=tuple(DnConfig(id=dn, host="127.0.0.1", port=p, user="cdc", password=dn_password)
+                              for dn, p in sorted(sim.ports.items(), key=lambda kv: int(kv[0][2:]))),
+                     output=OutputConfig(dir=work / "global", rotate_size=64 << 20),
+                     server=ServerConfig(port=port, users=(UserConfig("repl", repl_password),)))
+        runner = LiveRunner(cfg)
+        try:
+            runner.start()
+        except RunError as exc:
+            fail("demo", str(exc))
+        run_thread = threading.Thread(target=_run, args=(runner,), name="gbinlog-demo-run", daemon=True)
+        run_thread.start()
+        started.append(lambda: (runner.stop(), run_thread.join(30), runner.close()))
+        click.echo(f"gbinlog demo: {dns} DNs (bank, {tps} txns/s) → global binlog in {work / 'global'} → "
+                   f"served on 127.0.0.1:{port} (user repl, password {repl_password})")
+        if replica_thread is not None:
+            replica_thread.join()
+        if rep:
+            _attach_when_ready(rep[0], work / "global", port, repl_password, stop)
+            click.echo(f"gbinlog demo: MariaDB replica (pid {rep[0].pid}) attached with CHANGE MASTER TO "
+                       f"MASTER_PORT={port}; socket {rep[0].socket}")
+        elif replica and not want_replica:
+            click.echo("gbinlog demo: mariadbd not installed: no replica (./dev.sh installs mariadb-server)")
+        click.echo("Ctrl-C stops everything.")
+        _live_lines(sim, runner, rep[0] if rep else None, stop, tty, duration)
+        _line("gbinlog demo: stopping…", tty)
+        if tty:
+            sys.stdout.write("\n")
+    finally:
+        cleanup()
+        atexit.unregister(cleanup)
+    click.echo("gbinlog demo: stopped; nothing left running")
+
+
+def _run(runner) -> None:
+    try:
+        runner.run()
+    except Exception as exc:  # noqa: BLE001 - shown by the live line
+        runner.error = exc
+
+
+def _attach_when_ready(replica, out: Path, port: int, password: str, stop: threading.Event) -> None:
+    """``CHANGE MASTER TO`` once the first global binlog file exists (the replica starts there)."""
+    while not (out / "binlog.000001").exists() and not stop.is_set():
+        time.sleep(0.05)
+    replica.attach("127.0.0.1", port, "repl", password, heartbeat=1.0, retry=1)
+
+
+def _live_lines(sim, runner, replica, stop: threading.Event, tty: bool, duration: float | None) -> None:
+    t0 = time.monotonic()
+    expected = None
+    while not stop.wait(1.0):
+        now = time.monotonic()
+        st = runner.status()
+        if runner.error is not None:
+            _line(f"gbinlog demo: pipeline stopped: {runner.error}", tty)
+            if tty:
+                sys.stdout.write("\n")
+            return
+        lag = st["lag_ms"]
+        text = (f"t={now - t0:5.0f}s  TPS {st['txns_out_per_s']:6.0f}  lag "
+                f"{lag / 1000 if lag is not None else 0:5.2f} s  txns {st['written']:,}  "
+                f"events out {st['events_out_per_s']:,.0f}/s")
+        if replica is not None:
+            if expected is None and sim.cl is not None and sim.cl.bank_accounts:
+                expected = sim.cl.bank_accounts
+            text += "  " + _replica_part(replica, expected)
+        _line(text, tty)
+        if duration is not None and now - t0 >= duration:
+            return
+
+
+def _replica_part(replica, accounts: int | None) -> str:
+    """The replica's view: while the accounts are loaded their count grows; after that the total
+    balance must stay ``accounts × 1000`` whatever transfers run."""
+    try:
+        rows = replica.query("SELECT COUNT(*), SUM(balance) FROM bank.accounts")
+        count, total = rows[0][0], rows[0][1]
+    except Exception:  # noqa: BLE001 - the table comes with the first DDL
+        return "replica: waiting for bank.accounts"
+    if not count or accounts is None or count < accounts:
+        return f"replica: loading accounts ({count}{'/' + str(accounts) if accounts else ''})"
+    expected = accounts * 1000
+    ok = " (constant ✓)" if int(total) == expected else f" (≠ {expected:,} ✗)"
+    return f"replica: total balance {int(total):,}{ok}"

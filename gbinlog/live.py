@@ -1,0 +1,431 @@
+"""``gbinlog run``: the live service — DNs in, global binlog out, replicas attached (issue 7).
+
+Wiring only; every rule lives in the stages. One process:
+
+* a ``DnFeed`` thread per DN (``extractor.live_source.ReplicationSource`` or a followed binlog
+  directory → ``Assembler``), from the restart point ``state.json`` keeps for it;
+* ``LiveMerge`` orders all DNs' transactions into one stream (a DN joins when a
+  ``StorageInstChange`` instruction lists it) that goes to the pipeline core
+  ``gbinlog.local_engine.run_pipeline`` as one input: its merge joins branches, it drops what a
+  restart regenerates, shapes, appends to the global binlog, writes every transaction out at once
+  (``flush_seconds=0``) and checkpoints (fsync, then ``state.json``);
+* the replication endpoint (``dumper.server``) serves the output directory as it grows;
+* a status thread refreshes Prometheus metrics and ``status.json`` (read by ``gbinlog status``).
+
+``stop()`` (SIGTERM/SIGINT) is a clean shutdown: the feeds stop, the merge ends at a whole
+transaction, the core flushes, fsyncs and writes ``state.json``, the endpoint closes. After a
+SIGKILL the next start recovers: the binlog is cut after its last CTS marker and every DN is read
+again from its restart point (``live.json`` remembers which standby DNs joined and the storage
+sequences, so vtsos regenerate identically).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from extractor.model import DnTxn
+from extractor.vtso import storage_sequences
+from gbinlog.config import Config, DnConfig
+from gbinlog.live_feed import DnFeed, FeedStopped, LiveMerge, dn_source, storage_change
+from gbinlog.metrics import Metrics
+
+log = logging.getLogger(__name__)
+LIVE_FILE = "live.json"
+STATUS_FILE = "status.json"
+LOCK_FILE = "gbinlog.lock"
+INPUT_ID = "live"            # the one input run_pipeline sees (state.json's cluster.dns)
+RATE_WINDOW_S = 2.0
+
+
+class RunError(Exception):
+    """An operator error before or while starting (bad DN, port in use, …): one line, exit 2."""
+
+
+# -- checks before anything starts --------------------------------------------------------------------
+def check_dn(dn: DnConfig, timeout: float) -> None:
+    """The DN answers and takes our credentials (a replication source would retry forever)."""
+    if not dn.is_remote:
+        if not Path(dn.dir).is_dir():
+            raise RunError(f"DN {dn.id}: binlog directory {dn.dir} does not exist")
+        return
+    try:
+        pymysql.connect(host=dn.host, port=dn.port, user=dn.user, password=dn.password,
+                        connect_timeout=timeout, read_timeout=timeout).close()
+    except pymysql.err.MySQLError as exc:
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        msg = " ".join(str(exc.args[-1]).split()) if exc.args else str(exc)
+        if code in (1044, 1045, 1698):
+            raise RunError(f"DN {dn.id} ({dn.host}:{dn.port}) refused user {dn.user!r}: access denied "
+                           "(wrong user or password?)") from None
+        raise RunError(f"DN {dn.id} ({dn.host}:{dn.port}) is unreachable: {msg}") from None
+    except OSError as exc:
+        raise RunError(f"DN {dn.id} ({dn.host}:{dn.port}) is unreachable: {exc.strerror or exc}") from None
+
+
+def check_port(host: str, port: int, what: str) -> None:
+    """``port`` can be bound on ``host`` (else: in use, or not ours to take)."""
+    if not port:
+        return
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise RunError(f"{what} {host}:{port} cannot be used: {exc.strerror or exc}") from None
+
+
+# -- the runner -----------------------------------------------------------------------------------------
+class LiveRunner:
+    """``start()`` (checks, lock, recovery, endpoint, metrics), ``run()`` (blocks until ``stop()`` or
+    an error), ``close()``. ``status()`` is the dict ``gbinlog status`` prints."""
+
+    def __init__(self, cfg: Config, *, status_interval: float = 0.5) -> None:
+        self.cfg = cfg
+        self.out = Path(cfg.output.dir)
+        self.status_interval = status_interval
+        self.stopping = threading.Event()
+        self.feeds: dict[str, DnFeed] = {}
+        self.order = {d.id: i for i, d in enumerate(cfg.dn)}
+        self.merge: LiveMerge | None = None
+        self.endpoint: Any = None
+        self.metrics = Metrics()
+        self.started_at = time.time()
+        self.progress: Any = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.joined: dict[str, str] = {}
+        self.seqs: dict[str, str] = {}
+        self._lock_fh: Any = None
+        self._status_thread: threading.Thread | None = None
+        self._restart: dict = {}
+        self._last_progress_at = 0.0
+        self._rates: dict[str, deque] = {}
+
+    # -- start ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        cfg = self.cfg
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._lock_fh = open(self.out / LOCK_FILE, "a+")
+        except OSError as exc:
+            raise RunError(f"output.dir {self.out}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise RunError(f"output.dir {self.out} is in use by another gbinlog run "
+                           f"(pid {self._read_pid()})") from None
+        self._lock_fh.seek(0)
+        self._lock_fh.truncate()
+        self._lock_fh.write(f"{os.getpid()}\n")
+        self._lock_fh.flush()
+        if cfg.server.port:
+            check_port(cfg.server.host, cfg.server.port, "server.port")
+        if cfg.metrics.port:
+            check_port(cfg.metrics.host, cfg.metrics.port, "metrics.port")
+        self._load_live()
+        for dn in self._initial_dns():
+            check_dn(dn, cfg.source.connect_timeout_s)
+        self._recover()
+        if cfg.metrics.port:
+            try:
+                self.metrics.serve(cfg.metrics.host, cfg.metrics.port)
+            except OSError as exc:
+                raise RunError(f"metrics.port {cfg.metrics.host}:{cfg.metrics.port} cannot be used: "
+                               f"{exc.strerror or exc}") from None
+        if cfg.server.port:
+            self._start_endpoint()
+        self._status_thread = threading.Thread(target=self._status_loop, name="gbinlog-status", daemon=True)
+        self._status_thread.start()
+
+    def _read_pid(self) -> str:
+        try:
+            return (self.out / LOCK_FILE).read_text().strip() or "?"
+        except OSError:
+            return "?"
+
+    def _load_live(self) -> None:
+        """``live.json``: storage sequences (over every configured DN, standby ones too, so a DN
+        that joins gets the sequence a batch build over all DNs gives it) and the joined DNs."""
+        path = self.out / LIVE_FILE
+        ids = [d.id for d in self.cfg.dn]
+        if path.exists():
+            try:
+                doc = json.loads(path.read_text())
+                self.seqs, self.joined = dict(doc["storage_seqs"]), dict(doc.get("joined", {}))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise RunError(f"{path}: unreadable ({exc})") from None
+            missing = sorted(set(self.seqs) - set(ids)) + sorted(set(self.joined) - set(ids))
+            if missing:
+                raise RunError(f"{path}: DN {missing[0]} of this output is not in the config any more")
+            for dn in ids:
+                if dn not in self.seqs:
+                    self.seqs[dn] = storage_sequences([*self.seqs, dn])[dn]
+        else:
+            self.seqs = storage_sequences(ids)
+        self._save_live()
+
+    def _save_live(self) -> None:
+        tmp = self.out / f".{LIVE_FILE}.tmp"
+        tmp.write_text(json.dumps({"format": "gbinlog-live/1", "storage_seqs": self.seqs,
+                                   "joined": self.joined}, indent=1) + "\n")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.out / LIVE_FILE)
+
+    def _initial_dns(self) -> list[DnConfig]:
+        return [d for d in self.cfg.dn if not d.standby or d.id in self.joined]
+
+    def _settings(self):
+        from gbinlog.local_engine import Settings
+        cfg = self.cfg
+        meta = cfg.metadb or "meta.db"
+        return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
+                        max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
+                        flush_seconds=0.0)
+
+    def _recover(self) -> None:
+        """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
+        never read bytes a restart takes back)."""
+        from dumper.global_binlog import DumperError, GlobalBinlog
+        from dumper.state import StateError, load_state
+        s = self._settings()
+        try:
+            state = load_state(self.out)
+            gb = GlobalBinlog(self.out, server_id=s.server_id, server_version=s.server_version,
+                              max_file_size=s.max_file_size, heartbeat_interval=s.heartbeat_interval,
+                              hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
+        except (DumperError, StateError, OSError) as exc:
+            raise RunError(f"output.dir {self.out}: {exc}") from None
+        for action in gb.recovery.actions:
+            log.warning("recovery of %s: %s", self.out, action)
+        gb.close()
+        self._restart = dict(state.restart) if state else {}
+
+    def _start_endpoint(self) -> None:
+        from dumper.server import ServerConfig, start_in_thread
+        srv = self.cfg.server
+        users = {u.name: u.password for u in srv.users}
+        admins = frozenset(u.name for u in srv.users if u.admin)
+        try:
+            self.endpoint = start_in_thread(ServerConfig(dir=self.out, host=srv.host, port=srv.port, users=users,
+                                                         admins=admins, server_id=srv.server_id,
+                                                         version=srv.version, poll_interval=0.02,
+                                                         base="binlog"))
+        except OSError as exc:
+            raise RunError(f"server.port {srv.host}:{srv.port} cannot be used: {exc.strerror or exc}") from None
+
+    # -- DN feeds -----------------------------------------------------------------------------------
+    def _feed(self, dn: DnConfig) -> DnFeed:
+        rp = self._restart.get(dn.id)
+        src = self.cfg.source
+        source = dn_source(dn, start_file=rp.file if rp else None, start_pos=rp.offset if rp else 4,
+                           server_id=src.server_id, backoff_initial=src.backoff_initial_ms / 1000,
+                           backoff_max=src.backoff_max_ms / 1000, connect_timeout=src.connect_timeout_s,
+                           heartbeat_s=min(1.0, self.cfg.heartbeat.stall_ms / 4000))
+        feed = DnFeed(dn.id, source, storage_seq=self.seqs[dn.id], state=rp.vtso_state() if rp else None,
+                      start=str(rp) if rp else "first file")
+        self.feeds[dn.id] = feed
+        return feed.begin()
+
+    def _merged(self) -> Iterator[DnTxn]:
+        """All DNs in one vtso-ordered stream; ends (cleanly, at a whole transaction) on ``stop()``."""
+        merge = self.merge = LiveMerge(self.order)
+        for dn in self._initial_dns():
+            merge.add(dn.id, self._feed(dn).stream())
+        try:
+            for txn in merge:
+                dns = storage_change(txn)
+                if dns is not None:
+                    self._join(dns, txn)
+                yield txn
+                if self.stopping.is_set():
+                    return
+        except FeedStopped:
+            return
+
+    def _join(self, dns: list[str], txn: DnTxn) -> None:
+        merge = self.merge
+        for dn_id in dns:
+            if dn_id in merge.dns:
+                continue
+            dn = self.cfg.dn_by_id(dn_id)
+            if dn is None:
+                raise RunError(f"the StorageInstChange instruction at {txn.vtso} adds DN {dn_id}, which the config "
+                               "does not list: add it as a [[dn]] with standby = true and start again")
+            log.warning("DN %s joins at %s (StorageInstChange)", dn_id, txn.vtso)
+            self.joined[dn_id] = txn.vtso
+            self._save_live()
+            merge.add(dn_id, self._feed(dn).stream())
+
+    # -- run ----------------------------------------------------------------------------------------
+    def run(self) -> Any:
+        """Run the pipeline until ``stop()`` (or an error, which is raised after a clean stop)."""
+        from gbinlog.local_engine import run_pipeline
+
+        runner = self
+
+        class _Input:
+            dn_id = INPUT_ID
+
+            def server_id(self) -> int | None:
+                return None
+
+            def stream(self, restart, storage_seq, should_stop=None):
+                return runner._merged()
+
+        try:
+            self.result = run_pipeline([_Input()], self.out, self._settings(), resume=True,
+                                       on_progress=self._on_progress, progress_seconds=0.05)
+            return self.result
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            self._stop_feeds()
+
+    def _on_progress(self, progress: Any) -> None:
+        self.progress = progress
+        self._last_progress_at = time.monotonic()
+        if self.endpoint is not None:
+            self.endpoint.notify()
+
+    def stop(self) -> None:
+        """Clean shutdown (safe from a signal handler): the run ends at a whole transaction."""
+        self.stopping.set()
+        for feed in list(self.feeds.values()):
+            feed.stop()
+
+    def _stop_feeds(self) -> None:
+        self.stopping.set()
+        for feed in list(self.feeds.values()):
+            feed.stop()
+        for feed in list(self.feeds.values()):
+            feed.join(5)
+
+    def close(self) -> None:
+        """Stop the endpoint, metrics and status thread; write the last status; release the lock."""
+        self._stop_feeds()
+        if self._status_thread is not None:
+            self._status_thread.join(5)
+        try:
+            self._write_status()
+        except OSError:
+            pass
+        if self.endpoint is not None:
+            self.endpoint.stop()
+            self.endpoint = None
+        self.metrics.close()
+        if self._lock_fh is not None:
+            try:
+                fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
+                self._lock_fh.close()
+            except OSError:
+                pass
+            self._lock_fh = None
+
+    # -- status -------------------------------------------------------------------------------------
+    def _status_loop(self) -> None:
+        while not self.stopping.wait(self.status_interval):
+            try:
+                self._write_status()
+            except Exception as exc:  # noqa: BLE001 - status must never stop the service
+                log.warning("status: %s", exc)
+
+    def _rate(self, key: str, total: float) -> float:
+        """Per-second rate of a running total over the last ~2 s (any number of callers)."""
+        now = time.monotonic()
+        samples = self._rates.setdefault(key, deque())
+        samples.append((now, total))
+        while len(samples) > 2 and now - samples[1][0] >= RATE_WINDOW_S:
+            samples.popleft()
+        t0, v0 = samples[0]
+        return max(0.0, (total - v0) / (now - t0)) if now - t0 >= 0.2 else 0.0
+
+    def status(self) -> dict:
+        now_ms = time.time() * 1000
+        dns = []
+        for dn in self.cfg.dn:
+            feed = self.feeds.get(dn.id)
+            if feed is None:
+                dns.append({"dn": dn.id, "source": dn.describe(), "state": "standby" if dn.standby else "idle"})
+                continue
+            st = feed.status()
+            st["events_per_s"] = round(self._rate(f"in:{dn.id}", st["events"]), 1)
+            dns.append(st)
+        p = self.progress
+        last = p.last_vtso if p is not None else None
+        lag = round(now_ms - (int(last[:19]) >> 22)) if last else None
+        merge = self.merge
+        replicas = []
+        if self.endpoint is not None:
+            for d in self.endpoint.server.dumps():
+                replicas.append({"server_id": d.request.server_id, "host": d.session.host, "user": d.session.user,
+                                 "file": d.file, "pos": d.position, "bytes_sent": d.bytes_sent})
+        out_events = p.events if p is not None else 0
+        return {
+            "pid": os.getpid(), "time": round(time.time(), 3), "uptime_s": round(time.time() - self.started_at, 1),
+            "state": "failed" if self.error else ("stopping" if self.stopping.is_set() else "running"),
+            "error": str(self.error) if self.error else None,
+            "output": str(self.out),
+            "endpoint": f"{self.cfg.server.host}:{self.endpoint.port}" if self.endpoint else None,
+            "dns": dns,
+            "merge": {"watermark": merge.last if merge else None, "dns": merge.dns if merge else [],
+                      "joined": dict(self.joined)},
+            "last_vtso": last, "lag_ms": lag,
+            "txns": p.txns if p is not None else 0, "written": p.written if p is not None else 0,
+            "events_out": out_events, "bytes_out": p.bytes_out if p is not None else 0,
+            "events_out_per_s": round(self._rate("out", out_events), 1),
+            "txns_out_per_s": round(self._rate("txns", p.written if p is not None else 0), 1),
+            "replicas": replicas,
+        }
+
+    def _write_status(self) -> None:
+        st = self.status()
+        m = self.metrics
+        for d in st["dns"]:
+            if "events" not in d:
+                continue
+            dn = d["dn"]
+            m.add_to(m.dn_events, dn, d["events"])
+            m.add_to(m.dn_bytes, dn, d["bytes"])
+            m.add_to(m.dn_txns, dn, d["txns"])
+            m.add_to(m.dn_reconnects, dn, d["reconnects"])
+            m.dn_connected.labels(dn).set(1 if d["state"] in ("streaming", "following") else 0)
+            if d["last_tso_age_ms"] is not None:
+                m.dn_lag.labels(dn).set(d["last_tso_age_ms"])
+            m.dn_open.labels(dn).set(d["open_prepares"])
+        p = self.progress
+        if p is not None:
+            m.add_to(m.txns_out, None, p.txns)
+            m.add_to(m.events_out, None, p.events)
+        if st["lag_ms"] is not None:
+            m.lag.set(st["lag_ms"])
+        m.replicas.set(len(st["replicas"]))
+        tmp = self.out / f".{STATUS_FILE}.tmp"
+        tmp.write_text(json.dumps(st, indent=1) + "\n")
+        os.replace(tmp, self.out / STATUS_FILE)
+
+
+def run_service(cfg: Config, *, on_started: Callable[[LiveRunner], None] | None = None) -> LiveRunner:
+    """Start, run until stopped, close (what ``gbinlog run`` does, signals aside)."""
+    runner = LiveRunner(cfg)
+    try:
+        runner.start()
+        if on_started is not None:
+            on_started(runner)
+        runner.run()
+    finally:
+        runner.close()
+    return runner
