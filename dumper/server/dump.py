@@ -25,8 +25,39 @@ if TYPE_CHECKING:
 
 BINLOG_DUMP_NON_BLOCK = 0x01
 _DUMP_HEAD = struct.Struct("<IHI")
-_PACKET_HEAD = struct.Struct("<I")
+_PACKET_HEAD_00 = struct.Struct("<IB")  # packet header + the 0x00 "OK" byte before each event
+_SPLIT_AT = p.MAX_PAYLOAD - 1             # 0x00 + event no longer fits one packet
 _SIZE = struct.Struct("<I")
+
+
+def frame_events(buf: bytes, off: int, seq: int) -> tuple[bytearray, int, int, int]:
+    """Packets (``0x00`` + event, one per event) for the whole events of ``buf`` from ``off``.
+
+    The hot loop of every dump: one size read and two appends per event. It stops at the first event
+    that is incomplete, impossible or too big for one packet, and returns (packets, offset reached,
+    next sequence id, events framed); the caller deals with that event.
+    """
+    unpack_size = _SIZE.unpack_from
+    pack_head = _PACKET_HEAD_00.pack
+    mv = memoryview(buf)
+    out = bytearray()
+    start = off
+    limit = len(buf) - HEADER_LEN
+    n = len(buf)
+    count = 0
+    while off <= limit:
+        size = unpack_size(buf, off + 9)[0]
+        end = off + size
+        if end > n or size < HEADER_LEN or size >= _SPLIT_AT:
+            break
+        out += pack_head((size + 1) | (seq << 24), 0)
+        out += mv[off:end]
+        seq = (seq + 1) & 0xFF
+        off = end
+        count += 1
+    del mv
+    assert off >= start
+    return out, off, seq, count
 
 
 class DumpError(Exception):
@@ -176,52 +207,36 @@ class BinlogDump:
         """
         chunk_size = self.cfg.read_chunk
         pending = b""            # bytes of an event not yet complete in the file
-        unpack_size = _SIZE.unpack_from
-        pack_head = _PACKET_HEAD.pack
-        header_len = HEADER_LEN
         last_sent = time.monotonic()
         while True:
             data = fh.read(chunk_size)
             if data:
                 buf = pending + data if pending else data
-                mv = memoryview(buf)
-                n = len(buf)
-                off = 0
-                out = bytearray()
-                seq = self.seq
-                count = 0
-                while off + header_len <= n:
-                    size = unpack_size(buf, off + 9)[0]
-                    if size < header_len or size > MAX_EVENT_SIZE:
+                out, off, self.seq, count = frame_events(buf, 0, self.seq)
+                # The fast loop stops at an incomplete, oversized or impossible event.
+                while off + HEADER_LEN <= len(buf):
+                    size = _SIZE.unpack_from(buf, off + 9)[0]
+                    if size < HEADER_LEN or size > MAX_EVENT_SIZE:
                         self.position = pos + off
                         raise DumpError(f"bogus data in log event: impossible event size {size} at "
                                         f"'{name}' {pos + off}")
-                    end = off + size
-                    if end > n:
-                        if size >= chunk_size:  # a big event: read the rest of it at once
-                            more = fh.read(end - n)
-                            buf = buf[off:] + more
-                            mv = memoryview(buf)
-                            pos += off
-                            off, n, end = 0, len(buf), size
-                            if end > n:
-                                break
-                        else:
+                    if off + size > len(buf):
+                        if size < chunk_size:
                             break
-                    if size + 1 < p.MAX_PAYLOAD:
-                        out += pack_head((size + 1) | (seq << 24))
-                        out += b"\0"
-                        out += mv[off:end]
-                        seq = (seq + 1) & 0xFF
-                    else:
-                        self.seq = seq
-                        out += self._event_packet(bytes(buf[off:end]))
-                        seq = self.seq
-                    off = end
-                    count += 1
-                self.seq = seq
-                pending = bytes(mv[off:])
-                del mv
+                        # A big event: read the rest of it at once.
+                        buf = buf[off:] + fh.read(off + size - len(buf))
+                        pos += off
+                        off = 0
+                        if size > len(buf):
+                            break
+                    if size + 1 >= p.MAX_PAYLOAD:  # split into continuation packets
+                        out += self._event_packet(bytes(buf[off:off + size]))
+                        off += size
+                        count += 1
+                    more, off, self.seq, n = frame_events(buf, off, self.seq)
+                    out += more
+                    count += n
+                pending = buf[off:]
                 pos += off
                 if out:
                     self.position = pos

@@ -88,10 +88,15 @@ class BinlogServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        # A connection accepted just now has its task created but not yet started (so not yet in
+        # _tasks): let it start, then cancel everything.
+        await asyncio.sleep(0)
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._tasks.difference_update(tasks)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -330,6 +335,13 @@ def start_in_thread(config: ServerConfig | None = None, **kwargs: object) -> Ser
             loop.run_forever()
         finally:
             loop.run_until_complete(server.close())
+            # Anything still pending (a connection task that never got to register) ends here too,
+            # so no task is destroyed pending when the loop closes.
+            rest = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in rest:
+                t.cancel()
+            if rest:
+                loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
             loop.close()
 
     thread = threading.Thread(target=run, name=f"gbinlog-serve:{Path(cfg.dir).name}", daemon=True)
