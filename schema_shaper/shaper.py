@@ -98,7 +98,8 @@ class Shaper(SchemaState):
         for entry in entries:
             if upto is not None and entry.vtso > upto:
                 continue
-            shaper.apply(entry, store=False)
+            # on_error="skip" leaves out a bad entry here as it did when the entry streamed by.
+            shaper._guard(lambda entry=entry: shaper.apply(entry, store=False), None)
         if upto is not None:
             shaper.vtso = max(shaper.vtso, upto)
         return shaper

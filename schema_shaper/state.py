@@ -7,6 +7,7 @@ The state is a function of the entries applied, in vtso order; nothing else goes
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from dataclasses import dataclass
@@ -54,11 +55,17 @@ class SchemaState:
         self.vtso = ""
 
     def apply_entry(self, entry: Entry) -> None:
-        """Apply one history entry (BadDdl when it cannot be parsed or applied)."""
-        if isinstance(entry, MarkEntry):
-            self._apply_mark(entry)
-        else:
-            self._apply_phys(entry)
+        """Apply one history entry, all of it or nothing (BadDdl when it cannot be parsed or applied:
+        the state is then as before, so a run that skips it and a replay that never saw it agree)."""
+        saved = (copy.deepcopy(self.topology), dict(self.tables), dict(self.physical), self.next_table_id)
+        try:
+            if isinstance(entry, MarkEntry):
+                self._apply_mark(entry)
+            else:
+                self._apply_phys(entry)
+        except BaseException:
+            self.topology, self.tables, self.physical, self.next_table_id = saved
+            raise
         self.vtso = max(self.vtso, entry.vtso)
 
     def _bad_mark(self, entry: MarkEntry, message: str) -> BadDdl:

@@ -25,10 +25,12 @@ from merger import GlobalTxn
 from schema_shaper import (
     BadDdl,
     LogicalKind,
+    MetaStore,
     Shaper,
     UnknownPhysicalSchema,
     UnknownTable,
     ValueMismatch,
+    collect_history,
     shape,
 )
 from schema_shaper.rows import table_map_core
@@ -143,14 +145,19 @@ def mark_of(fixture: str, sql: str) -> GlobalTxn:
     return next(g for g in fixture_txns(fixture) if g.vtso == vtso)
 
 
-def test_unparseable_logical_ddl_names_dn_position_and_table(caplog):
+def garbled_ddl() -> tuple[GlobalTxn, list[GlobalTxn]]:
+    """The ddl fixture with the ADD COLUMN c mark's DDL_SQL made unparseable."""
     target = mark_of("ddl-3dn", "ALTER TABLE `t1` ADD COLUMN `c` varchar(16) DEFAULT 'x' AFTER `name`")
 
     def garble(row: dict) -> dict:
         row["DDL_SQL"] = b"ALTER TABLE `t1` FROBNICATE COLUMN `c`"
         return row
     bad = rewrite_mark(target, garble)
-    txns = [bad if g is target else g for g in fixture_txns("ddl-3dn")]
+    return target, [bad if g is target else g for g in fixture_txns("ddl-3dn")]
+
+
+def test_unparseable_logical_ddl_names_dn_position_and_table(caplog):
+    target, txns = garbled_ddl()
     with pytest.raises(BadDdl) as info:
         list(shape(txns))
     e = info.value
@@ -176,6 +183,24 @@ def test_unparseable_logical_ddl_names_dn_position_and_table(caplog):
                 widths.add(len(tm.columns))
     assert widths == {4}
     assert any("differs from META_INFO" in r.getMessage() for r in caplog.records)
+
+
+def test_a_skipped_ddl_is_skipped_alike_after_a_restart_and_in_a_range(tmp_path):
+    """A skipped mark is not stored, and a shaper rebuilt from the store (restart) or from the
+    collected history (which still holds it: a Spark range) skips it too: the same bytes."""
+    target, txns = garbled_ddl()
+    with MetaStore.open(tmp_path / "meta.db") as store:
+        full = [signature(o) for o in shape(txns, store=store, on_error="skip")]
+        assert target.vtso not in {e.vtso for e in store.history()}
+    entries = collect_history(txns)
+    assert target.vtso in {e.vtso for e in entries}
+    later = [g.vtso for g in txns if g.vtso > target.vtso]
+    for x in (target.vtso, later[10], later[60]):
+        with MetaStore.open(tmp_path / "meta.db") as store:
+            restarted = Shaper.as_of(store, x, on_error="skip")
+            assert [signature(restarted.shape_txn(g)) for g in txns if g.vtso > x] == [f for f in full if f[0] > x]
+        ranged = Shaper.from_history(entries, x, on_error="skip")
+        assert [signature(ranged.shape_txn(g)) for g in txns if g.vtso > x] == [f for f in full if f[0] > x]
 
 
 def test_unparseable_physical_ddl_names_dn_position_and_table(caplog):
