@@ -256,13 +256,17 @@ class Shaper(SchemaState):
                          id_bytes=logical.table_id.to_bytes(6, "little"), src_id=payload[:6],
                          src_table_id=body.table_id)
         specs = logical.schema.columns
-        if compatible(phys_columns, names, specs):
-            short = len(payload) >= 6 and self._short_id(tm)
-            plan.table_map = pass_table_map(payload, plan.table_id, plan.db, plan.table, 4 if short else 6)
-            if short:
-                plan.src_id = b""  # never equal: rows go through the rebuilding path
-            return plan
-        return reshape_plan(plan, phys_columns, names, specs, logical.schema.binlog_columns())
+        try:
+            if compatible(phys_columns, names, specs):
+                short = self._short_id(tm)
+                plan.table_map = pass_table_map(payload, plan.table_id, plan.db, plan.table, 4 if short else 6)
+                if short:
+                    plan.src_id = b""  # never equal: rows go through the rebuilding path
+                return plan
+            return reshape_plan(plan, phys_columns, names, specs, logical.schema.binlog_columns())
+        except (ValueError, IndexError) as exc:  # e.g. a name over 255 bytes, a TABLE_MAP cut short
+            raise ValueMismatch(f"no logical TABLE_MAP for {plan.db}.{plan.table}: {exc}",
+                                table=f"{blk.db}.{blk.table}", vtso=g.vtso, **where(blk, g)) from None
 
     @staticmethod
     def _short_id(tm: Any) -> bool:

@@ -374,6 +374,22 @@ def test_dml_only_on_system_tables_is_none():
     assert shaper.shape_txn(GlobalTxn(dml.vtso, TxnKind.DML, drds, dml.branches)).kind is LogicalKind.NONE
 
 
+def test_ddl_not_visible_to_mysql_changes_the_model_but_is_not_written():
+    """VISIBILITY 2 (PolarDB-X only) or a GSI: no QUERY in the output, the model still follows."""
+    txns = list(fixture_txns("bank-4dn"))
+    i = next(k for k, g in enumerate(txns) if g.kind is TxnKind.DDL_MARK and b"CREATE TABLE" in
+             g.blocks[0].events[1].raw)
+
+    def protect(row: dict) -> dict:
+        row["VISIBILITY"] = 2
+        return row
+    txns[i] = rewrite_mark(txns[i], protect)
+    clean = [signature(o) for o in shape(fixture_txns("bank-4dn"))]
+    out = [signature(o) for o in shape(txns)]
+    assert out[i][1] is LogicalKind.NONE and clean[i][1] is LogicalKind.DDL
+    assert out[:i] + out[i + 1:] == clean[:i] + clean[i + 1:]
+
+
 def test_on_error_is_checked():
     with pytest.raises(ValueError):
         Shaper(on_error="ignore")
