@@ -332,3 +332,36 @@ class Grower:
     def run(self, delay: float = 0.02) -> None:
         while self.advance():
             time.sleep(delay)
+
+
+# -- the simulator's truth -----------------------------------------------------------------------------
+
+def checksum_of(server, db: str, table: str, columns: list[str]) -> tuple[int, int]:
+    """(rows, BIT_XOR(CRC32(CONCAT_WS('|', cols)))) — polardbx-cdc's DataConsistencyTest (reference §7)."""
+    cols = ", ".join(f"`{c}`" for c in columns)
+    row = server.query(f"SELECT COUNT(*), COALESCE(BIT_XOR(CAST(CRC32(CONCAT_WS('|', {cols})) AS UNSIGNED)), 0) "
+                       f"FROM `{db}`.`{table}`")[0]
+    return int(row[0]), int(row[1])
+
+
+def truth_checksums(server, truth: dict) -> dict[str, tuple[int, int]]:
+    """The truth's final tables loaded into scratch tables on ``server`` (same definition): checksums."""
+    from simulator.replay import row_values
+
+    out = {}
+    for n, (key, t) in enumerate(sorted(truth["tables"].items())):
+        scratch = f"truth_scratch_{n}"
+        server.query(f"DROP DATABASE IF EXISTS `{scratch}`")
+        server.query(f"CREATE DATABASE `{scratch}`")
+        server.run_sql(f"USE `{scratch}`;\n{t['create_sql']};\n")
+        for start in range(0, len(t["rows"]), 500):
+            values = ", ".join(row_values(r, t["columns"]) for r in t["rows"][start:start + 500])
+            server.run_sql(f"SET time_zone = '+00:00';\nINSERT INTO `{scratch}`.`{t['table']}` VALUES {values};\n")
+        out[key] = checksum_of(server, scratch, t["table"], [c["name"] for c in t["columns"]])
+        server.query(f"DROP DATABASE `{scratch}`")
+    return out
+
+
+def replica_checksums(server, truth: dict) -> dict[str, tuple[int, int]]:
+    return {key: checksum_of(server, t["db"], t["table"], [c["name"] for c in t["columns"]])
+            for key, t in sorted(truth["tables"].items())}
