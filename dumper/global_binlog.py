@@ -45,23 +45,23 @@ assert HEADER_LEN + len(BEGIN_PAYLOAD) + 4 == 42
 _HEARTBEAT_QUERY = b"\x01" + HEARTBEAT_TEXT
 
 
-# Crash injection for the crash-safety tests: GBINLOG_CRASH_AT="<point>:<n>" makes the process
-# SIGKILL itself the n-th time it reaches <point> (rotated: ROTATE durable, next file not created;
-# opened: next file and index written; torn: half of a transaction's bytes written; checkpoint:
-# binlog fsynced, state.json not yet written). Read once at import: unset, it costs nothing.
+# Crash injection for the crash-safety tests: GBINLOG_CRASH_AT="<point>:<n>[,<point>:<n>…]" makes
+# the process SIGKILL itself the n-th time it reaches <point> (rotated: ROTATE durable, next file not
+# created; opened: next file and index written; torn: half of a transaction's bytes written;
+# checkpoint: binlog fsynced, state.json not yet written). Read once at import: unset, it costs
+# nothing.
 _CRASH_AT = os.environ.get("GBINLOG_CRASH_AT")
+_CRASH_PLAN = {p.partition(":")[0]: int(p.partition(":")[2] or 1) for p in (_CRASH_AT or "").split(",") if p}
 _crash_counts: dict[str, int] = {}
 
 
 def crash_point(name: str) -> bool:
     """True when the process must die here now (only with GBINLOG_CRASH_AT)."""
-    if not _CRASH_AT:
-        return False
-    point, _, nth = _CRASH_AT.partition(":")
-    if point != name:
+    nth = _CRASH_PLAN.get(name)
+    if nth is None:
         return False
     _crash_counts[name] = _crash_counts.get(name, 0) + 1
-    return _crash_counts[name] == int(nth or 1)
+    return _crash_counts[name] == nth
 
 
 def crash_now() -> None:
@@ -346,14 +346,16 @@ class GlobalBinlog:
         return len(data)
 
     def _write_out(self) -> None:
-        if not self._buf:
+        buf = self._buf
+        if not buf:
             return
+        # a fresh buffer first: a failed write's traceback may still hold a view of the old one
+        self._buf = bytearray()
         try:
-            _write_all(self._fd, self._buf)
+            _write_all(self._fd, buf)
         except OSError as exc:
             self._fail(exc, "write")
-        self._disk_pos += len(self._buf)
-        self._buf.clear()
+        self._disk_pos += len(buf)
 
     def _fail(self, exc: OSError, what: str) -> None:
         """Cut the file back to the last whole transaction that reached it and raise."""
@@ -363,7 +365,7 @@ class GlobalBinlog:
             os.fsync(self._fd)
         except OSError:
             pass
-        self._buf.clear()
+        self._buf = bytearray()
         self.position = self._disk_pos
         cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
         raise cls(f"{self.directory / name}: offset {self._disk_pos}: {what} failed: "
