@@ -416,3 +416,15 @@ def test_stop_closes_idle_and_streaming_connections(tmp_path):
                 if not c.sock.recv(65536):
                     raise ConnectionError
     shutil.rmtree(tmp_path)
+
+
+def test_show_binlog_events_of_a_half_written_file_shows_the_whole_events(tmp_path):
+    sample = write_sample_binlog(tmp_path, txns=5, files=1)
+    path = tmp_path / sample.files[0]
+    events = read_all(path)
+    with open(path, "ab") as fh:
+        fh.write(events[3].raw[:25])  # a writer in the middle of an event
+    with start_in_thread(ServerConfig(dir=tmp_path, users=USERS)) as h, connect(h) as conn:
+        rows = fetch(conn, "SHOW BINLOG EVENTS")
+        assert [r[1] for r in rows] == [e.pos for e in events]
+        assert fetch(conn, "SHOW MASTER STATUS")[0][:2] == (sample.files[0], events[-1].end_pos + 25)

@@ -171,6 +171,8 @@ class QueryHandler:
             return self._dispatch(session, sql)
         except QueryError as exc:
             return [p.err_packet(exc.code, exc.message, exc.sqlstate)]
+        except (OSError, BinlogDirError) as exc:  # e.g. a file the index lists is gone
+            return [p.err_packet(1105, f"Unknown error: {exc}")]
 
     def _dispatch(self, session: Session, sql: str) -> list[bytes]:
         toks = tokenize(sql)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import struct
 import threading
 from collections.abc import Callable
@@ -37,6 +38,7 @@ COM_BINLOG_DUMP_GTID = 0x1E
 COM_RESET_CONNECTION = 0x1F
 
 _SCRAMBLE_CHARS = bytes(range(33, 127))
+_SLOW_QUERY = re.compile(r"\s*show\s+binlog\s+events\b", re.I)
 
 
 class _Connection:
@@ -206,7 +208,11 @@ class BinlogServer:
                 return
             if cmd == COM_QUERY:
                 sql = payload[1:].decode("utf-8", "replace")
-                conn.send(self.queries.handle(session, sql))
+                if _SLOW_QUERY.match(sql):
+                    # Reads a whole file: in a thread, so the dumps on this loop keep streaming.
+                    conn.send(await asyncio.to_thread(self.queries.handle, session, sql))
+                else:
+                    conn.send(self.queries.handle(session, sql))
             elif cmd in (COM_PING, COM_INIT_DB):
                 conn.send([p.ok_packet(status=session.status)])
             elif cmd == COM_RESET_CONNECTION:

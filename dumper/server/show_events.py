@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from binlog.constants import EventType
-from binlog.errors import BinlogError
+from binlog.errors import BinlogError, TruncatedEvent
 from binlog.event import FormatContext
 from binlog.reader import read_events
 
@@ -60,20 +59,11 @@ def show_binlog_events(path: Path, name: str, start: int, offset: int, count: in
     """
     if count is not None and count <= 0:
         return []
-    try:
-        size = os.stat(path).st_size
-        with open(path, "rb") as fh:
-            data = fh.read(size)
-    except OSError as exc:
-        raise ShowEventsError(f"cannot read {name}: {exc}") from None
-    # Cut a half-written tail so a growing file does not look corrupt.
-    end = _whole_events_end(data)
     rows: list[list] = []
     skipped = 0
     try:
-        for ev in read_events(data[:end], start=start, name=name, context=FormatContext(source=name)):
-            if ev.pos < start:
-                continue
+        # Memory-mapped, not loaded: a file may be hundreds of MB.
+        for ev in read_events(path, start=start, name=name, context=FormatContext(source=name)):
             if skipped < offset:
                 skipped += 1
                 continue
@@ -81,17 +71,10 @@ def show_binlog_events(path: Path, name: str, start: int, offset: int, count: in
             rows.append([name, ev.pos, TYPE_NAMES.get(h[1], f"Unknown({h[1]})"), h[2], h[4], _info(ev)])
             if count is not None and len(rows) >= count:
                 break
+    except TruncatedEvent:
+        pass  # a growing file's half-written tail: show the whole events before it
     except BinlogError as exc:
         raise ShowEventsError(f"Wrong offset or I/O error ({exc})") from None
+    except OSError as exc:
+        raise ShowEventsError(f"cannot read {name}: {exc}") from None
     return rows
-
-
-def _whole_events_end(data: bytes) -> int:
-    off = 4
-    n = len(data)
-    while off + 19 <= n:
-        size = int.from_bytes(data[off + 9:off + 13], "little")
-        if size < 19 or off + size > n:
-            break
-        off += size
-    return min(off, n)
