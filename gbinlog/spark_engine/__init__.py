@@ -10,3 +10,10 @@
 Nothing here imports pyspark at module import time except ``session``/``datasource``/``batch``/
 ``streaming`` themselves, so ``arrow_codec`` is usable (and testable) without a JVM.
 """
+
+
+def build(*args, **kwargs):
+    """``gbinlog build --engine spark``: see ``gbinlog.spark_engine.batch.build``."""
+    from gbinlog.spark_engine.batch import build as _build
+
+    return _build(*args, **kwargs)

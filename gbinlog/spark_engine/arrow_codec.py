@@ -51,7 +51,7 @@ FIELDS: tuple[tuple[str, pa.DataType, str], ...] = (
 SCHEMA = pa.schema([pa.field(name, typ) for name, typ, _ in FIELDS])
 SPARK_DDL = ", ".join(f"{name} {ddl}" for name, _, ddl in FIELDS)
 
-_VERSION = 1
+_VERSION = 2
 _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -72,58 +72,78 @@ def _text(s: str) -> bytes:
     return s.encode("utf-8", "surrogateescape")
 
 
-def _untext(b: bytes | memoryview) -> str:
-    return bytes(b).decode("utf-8", "surrogateescape")
+def _untext(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
 
 
-class _Ctxs:
-    """Format contexts of one transaction's events, numbered in first-use order."""
+# id(ctx) -> (ctx, encoded record): a context is encoded once per process, not once per
+# transaction; the ctx is kept alive so its id is never reused for another one.
+_CTX_RECORDS: dict[int, tuple[FormatContext, bytes]] = {}
 
-    __slots__ = ("index", "parts")
 
-    def __init__(self) -> None:
-        self.index: dict[int, int] = {}
-        self.parts: list[bytes] = []
-
-    def of(self, ctx: FormatContext) -> int:
-        i = self.index.get(id(ctx))
-        if i is None:
-            i = self.index[id(ctx)] = len(self.parts)
-            sv, phl, src = _text(ctx.server_version), bytes(ctx.post_header_len), _text(ctx.source)
-            self.parts.append(b"".join((_U8.pack(ctx.checksum), _U8.pack(ctx.binlog_version),
-                                        _U16.pack(len(sv)), sv, _U16.pack(len(phl)), phl,
-                                        _U16.pack(len(src)), src)))
-        return i
+def _ctx_record(ctx: FormatContext) -> bytes:
+    hit = _CTX_RECORDS.get(id(ctx))
+    if hit is not None and hit[0] is ctx:
+        return hit[1]
+    sv, phl, src = _text(ctx.server_version), bytes(ctx.post_header_len), _text(ctx.source)
+    payload = b"".join((_U8.pack(ctx.checksum), _U8.pack(ctx.binlog_version), _U16.pack(len(sv)), sv,
+                        _U16.pack(len(phl)), phl, _U16.pack(len(src)), src))
+    rec = _U16.pack(len(payload)) + payload
+    if len(_CTX_RECORDS) > 4096:
+        _CTX_RECORDS.clear()
+    _CTX_RECORDS[id(ctx)] = (ctx, rec)
+    return rec
 
 
 def encode_body(txn: DnTxn) -> bytes:
     """The ``body`` frame of a transaction: contexts, flags, query, db, sql, blocks."""
-    ctxs = _Ctxs()
+    ctx_index: dict[int, int] = {}
+    records: list[bytes] = []
     out: list[bytes] = []
+    append = out.append
     ev_pack = _EV.pack
+    last_ctx, last_ci = None, 0
+
+    def ctx_of(ctx: FormatContext) -> int:
+        i = ctx_index.get(id(ctx))
+        if i is None:
+            i = ctx_index[id(ctx)] = len(records)
+            records.append(_ctx_record(ctx))
+        return i
+
     for blk in txn.blocks:
         tr, db, tb = _text(blk.trace_id), _text(blk.db), _text(blk.table)
-        flags = (_F_HINT if blk.hint is not None else 0) | (_F_ROWS_QUERY if blk.rows_query is not None else 0)
-        out.append(_BLOCK_HEAD.pack(len(tr), len(db), len(tb), flags, len(blk.events)))
-        out += (tr, db, tb)
-        if blk.hint is not None:
-            h = _text(blk.hint)
-            out += (_U32.pack(len(h)), h)
-        if blk.rows_query is not None:
-            rq = blk.rows_query
-            out += (ev_pack(ctxs.of(rq.ctx), rq.pos), rq.raw)
-        for ev in blk.events:
-            out += (ev_pack(ctxs.of(ev.ctx), ev.pos), ev.raw)
+        hint, rq = blk.hint, blk.rows_query
+        events = blk.events
+        append(_BLOCK_HEAD.pack(len(tr), len(db), len(tb), (_F_HINT if hint is not None else 0)
+                                | (_F_ROWS_QUERY if rq is not None else 0), len(events)))
+        append(tr)
+        append(db)
+        append(tb)
+        if hint is not None:
+            h = _text(hint)
+            append(_U32.pack(len(h)))
+            append(h)
+        if rq is not None:
+            append(ev_pack(ctx_of(rq.ctx), rq.pos))
+            append(rq.raw)
+        for ev in events:
+            ctx = ev.ctx
+            if ctx is not last_ctx:
+                last_ctx, last_ci = ctx, ctx_of(ctx)
+            append(ev_pack(last_ci, ev.pos))
+            append(ev.raw)
     head: list[bytes] = []
-    flags = ((_F_QUERY if txn.query is not None else 0) | (_F_DB if txn.db is not None else 0)
+    query = txn.query
+    flags = ((_F_QUERY if query is not None else 0) | (_F_DB if txn.db is not None else 0)
              | (_F_SQL if txn.sql is not None else 0))
-    if txn.query is not None:
-        head += (ev_pack(ctxs.of(txn.query.ctx), txn.query.pos), txn.query.raw)
+    if query is not None:
+        head += (ev_pack(ctx_of(query.ctx), query.pos), query.raw)
     for s in (txn.db, txn.sql):
         if s is not None:
             b = _text(s)
             head += (_U32.pack(len(b)), b)
-    return b"".join([_U8.pack(_VERSION), _U8.pack(len(ctxs.parts)), *ctxs.parts, _U8.pack(flags), *head,
+    return b"".join([_U8.pack(_VERSION), _U8.pack(len(records)), *records, _U8.pack(flags), *head,
                      _U32.pack(len(txn.blocks)), *out])
 
 
@@ -132,15 +152,26 @@ class BodyDecoder:
     same decoder (as the reader shares one per file)."""
 
     def __init__(self) -> None:
-        self._ctx_cache: dict[tuple, FormatContext] = {}
+        self._ctx_cache: dict[bytes, FormatContext] = {}
 
-    def _ctx(self, key: tuple) -> FormatContext:
-        ctx = self._ctx_cache.get(key)
+    def _ctx(self, rec: bytes) -> FormatContext:
+        ctx = self._ctx_cache.get(rec)
         if ctx is None:
-            checksum, version, sv, phl, src = key
-            ctx = self._ctx_cache[key] = FormatContext(checksum=bool(checksum), server_version=sv,
-                                                      binlog_version=version, post_header_len=phl,
-                                                      source=src)
+            checksum, version = rec[0], rec[1]
+            off = 2
+            (n,) = _U16.unpack_from(rec, off)
+            sv = _untext(rec[off + 2:off + 2 + n])
+            off += 2 + n
+            (n,) = _U16.unpack_from(rec, off)
+            phl = rec[off + 2:off + 2 + n]
+            off += 2 + n
+            (n,) = _U16.unpack_from(rec, off)
+            src = _untext(rec[off + 2:off + 2 + n])
+            if off + 2 + n != len(rec):
+                raise IndexError("format context record length")
+            ctx = self._ctx_cache[rec] = FormatContext(checksum=bool(checksum), server_version=sv,
+                                                       binlog_version=version, post_header_len=phl,
+                                                       source=src)
         return ctx
 
     def decode(self, body: bytes, txn: DnTxn) -> None:
@@ -153,38 +184,26 @@ class BodyDecoder:
     def _decode(self, body: bytes, txn: DnTxn) -> None:
         if body[0] != _VERSION:
             raise CodecError(f"transaction frame version {body[0]}, expected {_VERSION}")
+        size = len(body)
         n_ctx = body[1]
         off = 2
-        ctxs: list[FormatContext] = []
         u16, u32 = _U16.unpack_from, _U32.unpack_from
+        ctxs: list[FormatContext] = []
         for _ in range(n_ctx):
-            checksum, version = body[off], body[off + 1]
-            off += 2
             (n,) = u16(body, off)
-            sv = _untext(body[off + 2:off + 2 + n])
+            ctxs.append(self._ctx(body[off + 2:off + 2 + n]))
             off += 2 + n
-            (n,) = u16(body, off)
-            phl = body[off + 2:off + 2 + n]
-            off += 2 + n
-            (n,) = u16(body, off)
-            src = _untext(body[off + 2:off + 2 + n])
-            off += 2 + n
-            ctxs.append(self._ctx((checksum, version, sv, phl, src)))
         flags = body[off]
         off += 1
         ev_unpack, hdr = _EV.unpack_from, _HEADER.unpack_from
-
-        def event(off: int) -> tuple[Event, int]:
-            ci, pos = ev_unpack(body, off)
-            off += 9
-            h = hdr(body, off)
-            end = off + h[3]
-            if end > len(body):
-                raise IndexError("event runs past the frame")
-            return Event(pos, h, body[off:end], ctxs[ci]), end
-
         if flags & _F_QUERY:
-            txn.query, off = event(off)
+            ci, pos = ev_unpack(body, off)
+            h = hdr(body, off + 9)
+            end = off + 9 + h[3]
+            if end > size:
+                raise IndexError("event runs past the frame")
+            txn.query = Event(pos, h, body[off + 9:end], ctxs[ci])
+            off = end
         if flags & _F_DB:
             (n,) = u32(body, off)
             txn.db = _untext(body[off + 4:off + 4 + n])
@@ -197,30 +216,42 @@ class BodyDecoder:
         off += 4
         blocks = txn.blocks
         bh = _BLOCK_HEAD.unpack_from
+        bh_size = _BLOCK_HEAD.size
         for _ in range(n_blocks):
             lt, ld, ltb, bflags, n_ev = bh(body, off)
-            off += _BLOCK_HEAD.size
-            trace = _untext(body[off:off + lt])
+            off += bh_size
+            trace = body[off:off + lt].decode("utf-8", "surrogateescape")
             off += lt
-            db = _untext(body[off:off + ld])
+            db = body[off:off + ld].decode("utf-8", "surrogateescape")
             off += ld
-            table = _untext(body[off:off + ltb])
+            table = body[off:off + ltb].decode("utf-8", "surrogateescape")
             off += ltb
             hint = None
             if bflags & _F_HINT:
                 (n,) = u32(body, off)
-                hint = _untext(body[off + 4:off + 4 + n])
+                hint = body[off + 4:off + 4 + n].decode("utf-8", "surrogateescape")
                 off += 4 + n
             rows_query = None
             if bflags & _F_ROWS_QUERY:
-                rows_query, off = event(off)
+                ci, pos = ev_unpack(body, off)
+                h = hdr(body, off + 9)
+                end = off + 9 + h[3]
+                if end > size:
+                    raise IndexError("event runs past the frame")
+                rows_query = Event(pos, h, body[off + 9:end], ctxs[ci])
+                off = end
             events = []
             for _ in range(n_ev):
-                ev, off = event(off)
-                events.append(ev)
+                ci, pos = ev_unpack(body, off)
+                h = hdr(body, off + 9)
+                end = off + 9 + h[3]
+                if end > size:
+                    raise IndexError("event runs past the frame")
+                events.append(Event(pos, h, body[off + 9:end], ctxs[ci]))
+                off = end
             blocks.append(Block(trace, db, table, events, hint, rows_query))
-        if off != len(body):
-            raise CodecError(f"{len(body) - off} bytes left over in the frame of vtso {txn.vtso}")
+        if off != size:
+            raise CodecError(f"{size - off} bytes left over in the frame of vtso {txn.vtso}")
 
 
 RangeOf = Callable[[str], tuple[int, int]]

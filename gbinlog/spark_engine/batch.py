@@ -44,11 +44,12 @@ from gbinlog.spark_engine.errors import in_task, reraise
 
 # Marks and physical DDLs: the only rows the driver needs before shaping.
 HISTORY_KINDS = ("ddl_mark", "physical_ddl")
-SUMMARY = pa.schema([("rng", pa.int32()), ("txns", pa.int64()), ("written", pa.int64()),
+SUMMARY = pa.schema([("rng", pa.int32()), ("txns", pa.int64()), ("written", pa.int64()), ("events", pa.int64()),
                      ("size", pa.int64()), ("first_ts", pa.int64()), ("last_ts", pa.int64()),
-                     ("last_vtso", pa.string()), ("points", pa.string()), ("seconds", pa.float64())])
-SUMMARY_DDL = ("rng int, txns long, written long, size long, first_ts long, last_ts long, "
-               "last_vtso string, points string, seconds double")
+                     ("last_vtso", pa.string()), ("last_written_vtso", pa.string()), ("info", pa.string()),
+                     ("seconds", pa.float64())])
+SUMMARY_DDL = ", ".join(f"{f.name} {dict(int32='int', int64='long', string='string', double='double')[str(f.type)]}"
+                        for f in SUMMARY)
 TMP_DIR = ".spark-ranges"
 
 
@@ -57,7 +58,7 @@ class RangeSettings:
     """What every writer task needs (pickled with the task)."""
 
     tmp_dir: str
-    n_dns: int
+    dns: list[str]
     bounds: list[str]
     server_id: int
     server_version: str
@@ -67,14 +68,19 @@ class RangeSettings:
 
 @dataclass
 class BuildResult:
-    files: list[str]
+    out_dir: Path
+    files: list[str] = field(default_factory=list)
     txns: int = 0
     written: int = 0
+    skipped: int = 0
+    events: int = 0
     bytes: int = 0
-    ranges: int = 1
-    seconds: float = 0.0
     last_vtso: str | None = None
+    seconds: float = 0.0
+    resumed: bool = False
+    ranges: int = 1
     range_seconds: list[float] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 # -- planning (driver) ----------------------------------------------------------------------------
@@ -140,11 +146,24 @@ def _dn_streams(table: pa.Table, n_dns: int) -> list[Iterator]:
     return streams
 
 
+def _count_events(data: bytes) -> int:
+    n = off = 0
+    while off < len(data):
+        off += int.from_bytes(data[off + 9:off + 13], "little")
+        n += 1
+    return n
+
+
 @in_task
 def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow: all rows of one output range → merged, shaped, rendered into one file."""
+    """mapInArrow: all rows of one output range → merged, shaped, rendered into one file.
+
+    Also reports what the driver needs for state.json and the cluster rule: per DN the newest
+    restart point carried and the last vtso, and the broadcast transactions (heartbeats, marks,
+    instructions) whose DN set differs from the one before (checking those checks them all)."""
     from pyspark import TaskContext
 
+    from dumper.cluster import BROADCAST_KINDS
     from dumper.global_binlog import encode_txn, file_start
     from merger import merge
     from schema_shaper import Shaper, shape
@@ -157,40 +176,54 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
     upto = settings.bounds[rng - 1] if rng > 0 else "0" * 54
     shaper = Shaper.from_history(entries, upto, on_error=settings.on_error)
     path = Path(settings.tmp_dir, f"range-{rng:05d}")
-    head = file_start(server_id=settings.server_id, server_version=settings.server_version, timestamp=0)
-    txns = written = 0
+    sid = settings.server_id
+    head = file_start(server_id=sid, server_version=settings.server_version, timestamp=0)
+    txns = written = events = 0
     first_ts = last_ts = -1
-    last_vtso = None
+    last_vtso = last_written = None
     points: dict[str, list] = {}
+    last_of: dict[str, str] = {}
+    broadcasts: list[list] = []
+    prev_dns: list[str] | None = None
     pos = len(head)
     with open(path, "wb") as fh:
         fh.write(head)
         if table is not None:
             out = bytearray()
-            for lt in shape(merge(_dn_streams(table, settings.n_dns)), shaper=shaper):
+            for lt in shape(merge(_dn_streams(table, len(settings.dns))), shaper=shaper):
+                g = lt.source
                 txns += 1
                 last_vtso = lt.vtso
-                for b in lt.source.branches:
+                for b in g.branches:
+                    last_of[b.dn] = lt.vtso
                     if b.restart is not None:
-                        points[b.dn] = [lt.vtso, *b.restart]
-                data = encode_txn(lt, pos, settings.server_id, heartbeat_interval=settings.heartbeat_interval)
+                        points[b.dn] = list(b.restart)
+                if g.kind in BROADCAST_KINDS:
+                    dns = sorted({b.dn for b in g.branches})
+                    if dns != prev_dns:
+                        broadcasts.append([lt.vtso, dns])
+                        prev_dns = dns
+                data = encode_txn(lt, pos, sid, heartbeat_interval=settings.heartbeat_interval)
                 if data:
                     out += data
                     pos += len(data)
                     written += 1
+                    events += _count_events(data)
                     if first_ts < 0:
                         first_ts = lt.timestamp
                     last_ts = lt.timestamp
+                    last_written = lt.vtso
                     if len(out) >= 1 << 22:
                         fh.write(out)
                         out.clear()
             fh.write(out)
         fh.flush()
         os.fsync(fh.fileno())
+    info = {"points": points, "last_of": last_of, "broadcasts": broadcasts}
     yield pa.RecordBatch.from_pylist([{
-        "rng": rng, "txns": txns, "written": written, "size": pos, "first_ts": first_ts, "last_ts": last_ts,
-        "last_vtso": last_vtso, "points": json.dumps(points), "seconds": time.perf_counter() - t0}],
-        schema=SUMMARY)
+        "rng": rng, "txns": txns, "written": written, "events": events, "size": pos, "first_ts": first_ts,
+        "last_ts": last_ts, "last_vtso": last_vtso, "last_written_vtso": last_written, "info": json.dumps(info),
+        "seconds": time.perf_counter() - t0}], schema=SUMMARY)
 
 
 # -- the job (driver) -------------------------------------------------------------------------------
@@ -215,28 +248,67 @@ def default_ranges(dns: Sequence[DnSpec], max_file_size: int) -> int:
     return max(1, math.ceil(input_bytes(dns) / max_file_size))
 
 
+def _check_output(out: Path) -> None:
+    from dumper.recovery import list_files
+    from dumper.state import load_state
+    from gbinlog.local_engine import BuildError
+
+    if out.is_dir() and (list_files(out) or load_state(out) is not None):
+        raise BuildError(f"output directory {out} already holds a global binlog: --engine spark builds into a "
+                         "new directory (resume this one with --engine local)")
+
+
+def _check_inputs(dns: Sequence[DnSpec]) -> dict[str, int | None]:
+    """The local engine's checks before anything is written: DN server ids distinct, and the DNs'
+    first broadcast transactions those of one cluster."""
+    from dumper.cluster import broadcast_prefix, check_broadcast_prefixes, check_distinct_dns, dn_server_id
+    from extractor import extract, list_binlog_files
+    from gbinlog.local_engine import BuildError
+
+    server_ids = {}
+    for d in dns:
+        files = list_binlog_files(Path(d.dir))
+        if not files:
+            raise BuildError(f"DN binlog directory {d.dir} holds no binlog file")
+        server_ids[d.dn] = dn_server_id(d.dir, files[0])
+    check_distinct_dns(server_ids)
+    check_broadcast_prefixes({d.dn: broadcast_prefix(extract(d.dir, dn_id=d.dn, storage_seq=d.storage_seq))
+                              for d in dns})
+    return server_ids
+
+
 def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, server_id: int = 1,
           server_version: str | None = None, max_file_size: int | None = None,
-          heartbeat_interval: int | None = None, master: str | None = None, conf=None, spark=None,
-          ranges: int | None = None, splits: dict[str, list] | None = None,
-          on_error: str = "raise") -> BuildResult:
-    """Build the global binlog of ``dn_dirs`` into ``out_dir`` on Spark.
+          heartbeat_interval: int | None = None, meta_store: str = "meta.db", on_error: str = "raise",
+          master: str | None = None, conf=None, spark=None, ranges: int | None = None,
+          splits: dict[str, list] | None = None) -> BuildResult:
+    """``gbinlog build --engine spark``: the global binlog of ``dn_dirs`` in ``out_dir`` (a new
+    directory), the same files, index, state.json and meta store the local engine writes.
 
-    ``spark``: an existing session (else one is made from ``master``/``conf`` and stopped at the
-    end). ``ranges``: output ranges = files (default: input size / ``max_file_size``, at least 1;
-    also ``--conf spark.gbinlog.ranges=N``). ``splits``: per DN id, restart points to cut its input
-    at (more input partitions than DNs).
+    ``spark``: an existing session (else one from ``master``/``conf``, stopped at the end).
+    ``ranges``: output ranges = files (default: input size / ``max_file_size``, at least 1; or
+    ``--conf spark.gbinlog.ranges=N``). ``splits``: per DN id, restart points to cut its input at
+    (more input partitions than DNs). Errors are the local engine's types (``BuildError``,
+    ``ClusterMismatch``, ``OrderingError``, ``BinlogError``, ``ShapeError``).
     """
     from dumper.global_binlog import DEFAULT_MAX_FILE_SIZE, DEFAULT_SERVER_VERSION, HEARTBEAT_INTERVAL
+    from gbinlog.local_engine import BuildError
     from gbinlog.spark_engine.session import parse_conf, spark_session
 
     t0 = time.perf_counter()
+    if not dn_dirs:
+        raise BuildError("no DN directory given")
+    missing = [str(d) for d in dn_dirs if not Path(d).is_dir()]
+    if missing:
+        raise BuildError(f"DN binlog directory {', '.join(missing)} does not exist")
     conf = parse_conf(conf)
     server_version = server_version or DEFAULT_SERVER_VERSION
     max_file_size = max_file_size or DEFAULT_MAX_FILE_SIZE
     heartbeat_interval = heartbeat_interval or HEARTBEAT_INTERVAL
     out = Path(out_dir)
+    _check_output(out)
     dns = dn_specs(dn_dirs)
+    server_ids = _check_inputs(dns)
     own = spark is None
     if own:
         spark = spark_session(master, conf)
@@ -250,39 +322,66 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         tmp = out / TMP_DIR
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        settings = RangeSettings(str(tmp), len(dns), plan.bounds, server_id, server_version,
+        settings = RangeSettings(str(tmp), [d.dn for d in dns], plan.bounds, server_id, server_version,
                                  heartbeat_interval, on_error)
         from pyspark import StorageLevel
 
+        timings = {"plan": time.perf_counter() - t0}
         shuffled = _read(spark, plan).repartition(n, "pkey").persist(StorageLevel.DISK_ONLY)
         try:
             try:
                 history = collect_schema_history(shuffled)
+                timings["extract+history"] = time.perf_counter() - t0 - sum(timings.values())
                 bc = spark.sparkContext.broadcast(history)
                 rows = shuffled.mapInArrow(partial(write_range, settings, bc), SUMMARY_DDL).toArrow().to_pylist()
+                timings["write"] = time.perf_counter() - t0 - sum(timings.values())
             except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error
+                shutil.rmtree(tmp, ignore_errors=True)
                 reraise(exc)
         finally:
             shuffled.unpersist()
-        rows.sort(key=lambda r: r["rng"])
-        result = finish_files(out, tmp, rows, dns, history, server_id=server_id, server_version=server_version)
     finally:
         if own:
             spark.stop()
+    rows.sort(key=lambda r: r["rng"])
+    check_members(rows, dns)
+    result = finish_files(out, tmp, rows, server_id=server_id, server_version=server_version)
+    write_meta_and_state(out, rows, dns, server_ids, history, result, meta_store=meta_store, on_error=on_error,
+                         settings={"server_id": server_id, "server_version": server_version,
+                                   "max_file_size": max_file_size, "heartbeat_interval": heartbeat_interval})
+    timings["finish"] = time.perf_counter() - t0 - sum(timings.values())
+    result.timings = timings
     result.ranges = n
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def finish_files(out: Path, tmp: Path, rows: list[dict], dns: Sequence[DnSpec], history: list, *,
-                 server_id: int, server_version: str) -> BuildResult:
-    """Range files → ``binlog.NNNNNN`` (FDE timestamps, ROTATE between files), index, meta store,
-    state.json."""
+def check_members(rows: list[dict], dns: Sequence[DnSpec]) -> None:
+    """The local engine's cluster rule (``check_broadcast_members``) over all ranges: a broadcast
+    transaction has a branch from every DN that took part in an earlier one, unless that DN's input
+    ended before it. Each range reports the broadcasts whose DN set changed; checking those is
+    checking all (members only grow, ended DNs only grow)."""
+    from dumper.cluster import check_broadcast_members
+    from extractor.model import DnTxn, Pos, TxnKind
+    from merger.model import GlobalTxn
+
+    last_of: dict[str, str] = {}
+    for r in rows:
+        last_of.update(json.loads(r["info"])["last_of"])
+    members: set[str] = set()
+    for r in rows:
+        for vtso, names in json.loads(r["info"])["broadcasts"]:
+            ended = {dn for dn, last in last_of.items() if last < vtso}
+            branches = [DnTxn(TxnKind.HEARTBEAT, dn, 0, "", Pos("", 0), vtso=vtso) for dn in names]
+            check_broadcast_members(GlobalTxn(vtso, TxnKind.HEARTBEAT, [], branches), members, ended)
+
+
+def finish_files(out: Path, tmp: Path, rows: list[dict], *, server_id: int, server_version: str) -> BuildResult:
+    """Range files → ``binlog.NNNNNN`` in range order: FDE timestamps as the local writer's rotation
+    sets them, a ROTATE ending every file but the last, then ``binlog.index``."""
     from dumper.global_binlog import BASE, file_name, file_start, rotate_event, write_index
 
-    for old in out.glob(f"{BASE}.[0-9]*"):
-        old.unlink()
-    result = BuildResult(files=[], range_seconds=[r["seconds"] for r in rows])
+    result = BuildResult(out, range_seconds=[r["seconds"] for r in rows])
     kept = [r for r in rows if r["written"]]
     prev_ts = None
     for k, r in enumerate(kept):
@@ -304,19 +403,52 @@ def finish_files(out: Path, tmp: Path, rows: list[dict], dns: Sequence[DnSpec], 
     shutil.rmtree(tmp, ignore_errors=True)
     result.txns = sum(r["txns"] for r in rows)
     result.written = sum(r["written"] for r in rows)
-    result.bytes = sum((out / f).stat().st_size for f in result.files)
+    result.events = sum(r["events"] for r in rows)
+    result.bytes = sum(r["size"] for r in kept) - sum(len(file_start(server_id=server_id,
+                                                                      server_version=server_version))
+                                                       for _ in kept)
     result.last_vtso = next((r["last_vtso"] for r in reversed(rows) if r["last_vtso"]), None)
-    write_state(out, rows, dns, history, result)
     return result
 
 
-def write_state(out: Path, rows: list[dict], dns: Sequence[DnSpec], history: list, result: BuildResult) -> None:
-    """state.json (and the meta store): placeholder until the local engine's format is known."""
-    points: dict[str, list] = {}
+def write_meta_and_state(out: Path, rows: list[dict], dns: Sequence[DnSpec], server_ids: dict, history: list,
+                         result: BuildResult, *, meta_store: str, on_error: str, settings: dict) -> None:
+    """The meta store (the history entries the shaper applied, as the local engine stores them) and
+    ``state.json`` (what a later ``--engine local`` resume or ``gbinlog run`` continues from)."""
+    from dumper.state import BinlogMark, State, save_state
+    from extractor.model import RestartPoint
+    from schema_shaper import MetaStore, ShapeError, Shaper
+
+    path = meta_store.removeprefix("sqlite://") if meta_store.startswith("sqlite:///") else meta_store
+    if "://" not in path and not os.path.isabs(path):
+        path = str(out / path)
+    store = MetaStore.open(path)
+    try:
+        shaper = Shaper(store=store, on_error=on_error)
+        for entry in history:
+            try:
+                shaper.apply(entry)
+            except ShapeError:
+                if on_error == "raise":
+                    raise
+    finally:
+        store.close()
+    restart: dict[str, RestartPoint | None] = {d.dn: None for d in dns}
+    members: set[str] = set()
+    cluster_id = None
     for r in rows:
-        points.update(json.loads(r["points"]))
-    state = {"last_vtso": result.last_vtso, "files": result.files,
-             "dns": {d.dn: {"dir": d.dir, "storage_seq": d.storage_seq, "restart": points.get(d.dn)} for d in dns}}
-    tmp = out / ".state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=1))
-    os.replace(tmp, out / "state.json")
+        info = json.loads(r["info"])
+        for dn, p in info["points"].items():
+            restart[dn] = RestartPoint(*p)
+        for vtso, names in info["broadcasts"]:
+            members.update(names)
+            if cluster_id is None:
+                cluster_id = vtso[:38]
+    kept = [r for r in rows if r["written"]]
+    mark = BinlogMark(result.files[-1], kept[-1]["size"], kept[-1]["last_written_vtso"]) if kept else None
+    save_state(out, State(cluster_id=cluster_id, server_ids=server_ids,
+                          storage_seqs={d.dn: d.storage_seq for d in dns}, last_vtso=result.last_vtso,
+                          binlog=mark, restart=restart, heartbeat_dns=sorted(members), meta_store=meta_store,
+                          settings=settings,
+                          counts={"txns": result.txns, "written": result.written, "events": result.events,
+                                  "bytes": result.bytes}))

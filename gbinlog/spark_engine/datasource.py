@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from gbinlog.spark_engine.arrow_codec import SPARK_DDL
+from gbinlog.spark_engine.errors import in_task
 
 
 @dataclass
@@ -110,6 +111,7 @@ class RangeOf:
 
 # -- reading one partition (runs in the executor's Python worker) ----------------------------------
 
+@in_task
 def read_part(plan: ReadPlan, index: int) -> Iterator:
     """Extract one DN byte range and yield Arrow batches of its transactions (ascending vtso).
 
