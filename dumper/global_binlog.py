@@ -14,7 +14,6 @@ and a CRC32 — nothing else is touched.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import struct
 import zlib
@@ -34,6 +33,8 @@ CTS_PREFIX = b"CTS::"
 
 _HEADER = struct.Struct("<IBIIIH")
 _pack_header = _HEADER.pack
+_pack_crc = struct.Struct("<I").pack
+_pack_xid = struct.Struct("<Q").pack
 _crc32 = zlib.crc32
 _QUERY, _XID, _ROWS_QUERY, _TABLE_MAP = int(EventType.QUERY), int(EventType.XID), 29, int(EventType.TABLE_MAP)
 _SUPPRESS_USE = EventFlag.SUPPRESS_USE
@@ -81,9 +82,11 @@ def file_name(seq: int, base: str = BASE) -> str:
 
 
 def xid_of(vtso: str) -> int:
-    """The XID event's value: a hash of the vtso (63 bits). Never a counter, so a restart and a
-    Spark range task write the same bytes; replicas only use it to commit."""
-    return int.from_bytes(hashlib.blake2b(vtso.encode("ascii"), digest_size=8).digest(), "little") >> 1
+    """The XID event's value: a 63-bit hash of the vtso (CRC32 and Adler-32 of its digits), never a
+    counter, so a restart and a Spark range task write the same bytes; replicas only use it to
+    commit."""
+    b = vtso.encode("ascii")
+    return (_crc32(b) << 31) ^ zlib.adler32(b)
 
 
 def cts_marker(vtso: str) -> bytes:
@@ -97,35 +100,14 @@ def heartbeat_written(txn: LogicalTxn, interval: int = HEARTBEAT_INTERVAL) -> bo
     return txn.timestamp % interval == 0
 
 
-def _events(txn: LogicalTxn, heartbeat_interval: int) -> list[tuple[int, bytes, int]] | None:
-    """(type, payload, flags) of the events of ``txn``, or None when it writes nothing."""
-    kind = txn.kind
-    vtso = txn.vtso
-    if kind is LogicalKind.DML:
-        evs: list[tuple[int, bytes, int]] = [(_QUERY, BEGIN_PAYLOAD, _SUPPRESS_USE)]
-        cts = "\n# CTS::" + vtso + ("::ARCHIVE" if txn.archive else "")
-        for i, blk in enumerate(txn.blocks):
-            if i == 0:
-                text = blk.hint + cts if blk.hint else cts[1:]
-                evs.append((_ROWS_QUERY, b"\x01" + text.encode("utf-8"), _IGNORABLE))
-            elif blk.hint:
-                evs.append((_ROWS_QUERY, b"\x01" + blk.hint.encode("utf-8"), _IGNORABLE))
-            evs.append((_TABLE_MAP, blk.table_map, 0))
-            evs.extend((t, p, 0) for t, p in blk.rows)
-        evs.append((_XID, xid_of(vtso).to_bytes(8, "little"), 0))
-    elif kind is LogicalKind.DDL:
-        if txn.query is None:
-            raise DumperError(f"DDL transaction {vtso} has no QUERY payload")
-        evs = [(_QUERY, txn.query, 0)]
-    elif kind is LogicalKind.HEARTBEAT:
-        if not heartbeat_written(txn, heartbeat_interval):
-            return None
-        evs = [(_QUERY, BEGIN_PAYLOAD, _SUPPRESS_USE), (_ROWS_QUERY, _HEARTBEAT_QUERY, _IGNORABLE),
-               (_XID, xid_of(vtso).to_bytes(8, "little"), 0)]
-    else:
-        return None
-    evs.append((_ROWS_QUERY, cts_marker(vtso), _IGNORABLE))
-    return evs
+def _put(out: bytearray, pos: int, ts: int, type_code: int, sid: int, payload: bytes, flags: int) -> int:
+    """Append one event (header, payload, CRC32) ending at ``pos`` + its size; returns that end."""
+    pos += HEADER_LEN + 4 + len(payload)
+    head = _pack_header(ts, type_code, sid, HEADER_LEN + 4 + len(payload), pos, flags)
+    out += head
+    out += payload
+    out += _pack_crc(_crc32(payload, _crc32(head)))
+    return pos
 
 
 def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
@@ -138,23 +120,51 @@ def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
 
 
 def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int) -> tuple[bytes, int]:
-    """``encode_txn`` and the number of events."""
-    evs = _events(txn, heartbeat_interval)
-    if evs is None:
-        return b"", 0
-    ts = txn.timestamp
-    sid = txn.server_id if txn.server_id is not None else server_id
+    """``encode_txn`` and the number of events (the hot path: one ``_put`` per event)."""
+    kind = txn.kind
+    vtso = txn.vtso
+    ts = (int(vtso[:19]) >> 22) // 1000  # LogicalTxn.timestamp, inlined
+    sid = txn.server_id
+    if sid is None:
+        sid = server_id
     out = bytearray()
-    pack = _pack_header
-    crc32 = _crc32
-    for type_code, payload, flags in evs:
-        size = HEADER_LEN + len(payload) + 4
-        pos += size
-        head = pack(ts, type_code, sid, size, pos, flags)
-        out += head
-        out += payload
-        out += crc32(payload, crc32(head)).to_bytes(4, "little")
-    return bytes(out), len(evs)
+    put = _put
+    if kind is LogicalKind.DML:
+        pos = put(out, pos, ts, _QUERY, sid, BEGIN_PAYLOAD, _SUPPRESS_USE)
+        n = 3
+        cts = "\n# CTS::" + vtso + ("::ARCHIVE" if txn.archive else "")
+        first = True
+        for blk in txn.blocks:
+            hint = blk.hint
+            if first:
+                first = False
+                text = hint + cts if hint else cts[1:]
+                pos = put(out, pos, ts, _ROWS_QUERY, sid, b"\x01" + text.encode("utf-8"), _IGNORABLE)
+                n += 1
+            elif hint:
+                pos = put(out, pos, ts, _ROWS_QUERY, sid, b"\x01" + hint.encode("utf-8"), _IGNORABLE)
+                n += 1
+            pos = put(out, pos, ts, _TABLE_MAP, sid, blk.table_map, 0)
+            for type_code, payload in blk.rows:
+                pos = put(out, pos, ts, type_code, sid, payload, 0)
+            n += 1 + len(blk.rows)
+        pos = put(out, pos, ts, _XID, sid, _pack_xid(xid_of(vtso)), 0)
+    elif kind is LogicalKind.DDL:
+        if txn.query is None:
+            raise DumperError(f"DDL transaction {vtso} has no QUERY payload")
+        pos = put(out, pos, ts, _QUERY, sid, txn.query, 0)
+        n = 2
+    elif kind is LogicalKind.HEARTBEAT:
+        if ts % heartbeat_interval:
+            return b"", 0
+        pos = put(out, pos, ts, _QUERY, sid, BEGIN_PAYLOAD, _SUPPRESS_USE)
+        pos = put(out, pos, ts, _ROWS_QUERY, sid, _HEARTBEAT_QUERY, _IGNORABLE)
+        pos = put(out, pos, ts, _XID, sid, _pack_xid(xid_of(vtso)), 0)
+        n = 4
+    else:
+        return b"", 0
+    put(out, pos, ts, _ROWS_QUERY, sid, b"\x01" + CTS_PREFIX + vtso.encode("ascii"), _IGNORABLE)
+    return bytes(out), n
 
 
 def _event(type_code: int, payload: bytes, *, timestamp: int, server_id: int, pos: int, flags: int = 0) -> bytes:

@@ -12,7 +12,7 @@ import click
 # The keys of ``gbinlog build --config FILE`` ([build] table); command-line options win.
 BUILD_KEYS = {"dn": list, "out": str, "server_id": int, "server_version": str, "max_file_size": (int, str),
               "heartbeat_interval": int, "meta_store": str, "checkpoint_seconds": (int, float), "checkpoint_bytes": (int, str),
-              "on_error": str, "engine": str, "master": str, "conf": dict}
+              "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool}
 CONFIG_EXAMPLE = """\
 [build]
 dn = ["/data/dn0", "/data/dn1"]     # DN binlog directories (added to --dn)
@@ -25,6 +25,7 @@ meta_store = "meta.db"              # the shaper's meta store: a path (relative 
 checkpoint_seconds = 2.0            # how often state.json is written (after an fsync) …
 checkpoint_bytes = "64MB"           # … or after this much output
 on_error = "raise"                  # or "skip": shaping errors skip the block with a warning
+workers = true                      # extract each DN in a worker process (default: with > 1 CPU)
 engine = "local"                    # or "spark"
 """
 
@@ -54,7 +55,7 @@ def load_build_config(path: str) -> dict[str, Any]:
         if key not in BUILD_KEYS:
             raise click.BadParameter(f"{path}: build.{key} is not a key (known: {', '.join(sorted(BUILD_KEYS))})",
                                      param_hint="--config")
-        if not isinstance(value, BUILD_KEYS[key]) or isinstance(value, bool):
+        if not isinstance(value, BUILD_KEYS[key]) or (isinstance(value, bool) and BUILD_KEYS[key] is not bool):
             raise click.BadParameter(f"{path}: build.{key} has the wrong type ({type(value).__name__})",
                                      param_hint="--config")
     base = Path(path).resolve().parent
@@ -106,9 +107,11 @@ class _Bar:
 @click.option("--engine", type=click.Choice(["local", "spark"]), help="local (default) or spark.")
 @click.option("--master", help="Spark master URL (--engine spark; default local[*]).")
 @click.option("--conf", "confs", multiple=True, help="Spark setting k=v (--engine spark); repeatable.")
+@click.option("--workers/--no-workers", default=None,
+              help="Extract each DN in a worker process (default: when there is more than one CPU).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 def build_command(dns, out, config, max_file_size, server_id, server_version, meta_store, resume, engine, master,
-                  confs, progress) -> None:
+                  confs, workers, progress) -> None:
     """Build the global binlog of DN binlog directories: extract → merge → shape → dump.
 
     Resumable: on an existing output directory it recovers the files (anything after the last
@@ -128,7 +131,7 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         raise click.UsageError("give --out DIR (or build.out in --config)")
     settings = Settings()
     for key in ("server_id", "server_version", "max_file_size", "heartbeat_interval", "meta_store",
-                "checkpoint_seconds", "checkpoint_bytes", "on_error"):
+                "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers"):
         if key in cfg:
             setattr(settings, key, cfg[key])
     if max_file_size is not None:
@@ -139,6 +142,8 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         settings.server_version = server_version
     if meta_store is not None:
         settings.meta_store = meta_store
+    if workers is not None:
+        settings.workers = workers
     if not settings.server_version.startswith("5."):
         raise click.BadParameter(f"{settings.server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)",
                                  param_hint="--server-version")

@@ -79,6 +79,8 @@ class Settings:
     checkpoint_bytes: int = 64 << 20
     flush_seconds: float = 0.5
     on_error: str = "raise"
+    # DirDn inputs: extract each DN in its own worker process (None: when there is more than one CPU)
+    workers: bool | None = None
 
     def output_settings(self) -> dict:
         return {"server_id": self.server_id, "server_version": self.server_version,
@@ -101,8 +103,9 @@ class DnInput(Protocol):
 class DirDn:
     """A DN binlog directory (finite: read to its end). The DN id is the directory name."""
 
-    def __init__(self, directory: str | os.PathLike, dn_id: str | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike, dn_id: str | None = None, *, worker: bool = False) -> None:
         self.directory = Path(directory)
+        self.worker = worker
         if not self.directory.is_dir():
             raise BuildError(f"DN binlog directory {self.directory} does not exist")
         self.dn_id = dn_id or self.directory.resolve().name
@@ -122,10 +125,18 @@ class DirDn:
 
     def stream(self, restart: RestartPoint | None, storage_seq: str,
                should_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
+        if self.worker:
+            from gbinlog.dn_worker import worker_stream
+
+            return worker_stream(self.directory, self.dn_id, storage_seq, restart)
         if restart is None:
             return extract(self.directory, dn_id=self.dn_id, storage_seq=storage_seq)
         return extract(self.directory, dn_id=self.dn_id, storage_seq=storage_seq, start=restart.pos,
                        state=restart.vtso_state())
+
+    def probe(self, storage_seq: str) -> Iterator[DnTxn]:
+        """The DN's first transactions, in this process (a look ahead before a build starts)."""
+        return extract(self.directory, dn_id=self.dn_id, storage_seq=storage_seq)
 
     def offset_of(self, file: str, offset: int) -> int:
         """Bytes of this DN's input before ``file``:``offset``."""
@@ -214,7 +225,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
         meta_target = settings.meta_store
         if not list_files(out) and all(isinstance(d, DirDn) for d in dns):
             # a fresh build of finite inputs: refuse DNs of two clusters before anything is written
-            check_broadcast_prefixes({d.dn_id: broadcast_prefix(d.stream(None, seqs[d.dn_id])) for d in dns})
+            check_broadcast_prefixes({d.dn_id: broadcast_prefix(d.probe(seqs[d.dn_id])) for d in dns})
     binlog = GlobalBinlog(out, server_id=settings.server_id, server_version=settings.server_version,
                           max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
                           hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
@@ -387,5 +398,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     missing = [str(d) for d in dn_dirs if not Path(d).is_dir()]
     if missing:
         raise BuildError(f"DN binlog directory {', '.join(missing)} does not exist")
-    dns = [DirDn(d) for d in dn_dirs]
+    settings = settings or Settings()
+    workers = settings.workers if settings.workers is not None else (os.cpu_count() or 1) > 1
+    dns = [DirDn(d, worker=workers) for d in dn_dirs]
     return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)
