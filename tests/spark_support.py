@@ -69,3 +69,103 @@ def dn_txn_fp(t) -> tuple:
 
 def global_fp(g) -> tuple:
     return (g.vtso, g.kind, tuple(block_fp(b) for b in g.blocks), tuple(dn_txn_fp(b) for b in g.branches))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StandaloneCluster:
+    """A Spark standalone master and ``workers`` workers on 127.0.0.1, started with ``spark-class``
+    from the pyspark install, each in its own process group; ``stop`` ends every process this
+    started (and the executors the workers spawned, which live in the workers' groups) by pid."""
+
+    def __init__(self, root: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+        import subprocess
+
+        from pyspark.find_spark_home import _find_spark_home
+
+        from gbinlog.spark_engine.session import find_java_home, log4j2_file
+
+        self.root = root
+        self.port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        spark_class = Path(_find_spark_home(), "bin", "spark-class")
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", JAVA_HOME=find_java_home(),
+                   SPARK_DAEMON_JAVA_OPTS=f"{fast_java_options()} -Dlog4j2.configurationFile=file:{log4j2_file()}")
+        self.procs: list[subprocess.Popen] = []
+        self.work_dirs = [root / f"worker{i}" for i in range(workers)]
+        root.mkdir(parents=True, exist_ok=True)
+
+        def start(args: list[str], log: str) -> None:
+            with open(root / log, "wb") as out:
+                self.procs.append(subprocess.Popen([str(spark_class), *args], stdout=out, stderr=subprocess.STDOUT,
+                                                   env=env, start_new_session=True))
+
+        try:
+            start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--webui-port", str(free_port())], "master.log")
+            for i, wd in enumerate(self.work_dirs):
+                wd.mkdir()
+                start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", str(cores),
+                       "--memory", memory, "--webui-port", str(free_port()), "--work-dir", str(wd), self.url],
+                      f"worker{i}.log")
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def executor_logs(self) -> list[Path]:
+        """``stderr`` of every executor the workers ran (``<work dir>/<app id>/<executor id>/``)."""
+        return sorted(p for wd in self.work_dirs for p in wd.glob("app-*/*/stderr"))
+
+    def stop(self, timeout: float = 15.0) -> None:
+        import signal
+        import time
+
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except Exception:
+                pass
+            try:
+                os.killpg(p.pid, signal.SIGKILL)   # whatever is left of its group (executors, python workers)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+    def alive(self, wait: float = 10.0) -> list[int]:
+        """pids of processes (not zombies) still in this cluster's process groups, after waiting up
+        to ``wait`` s for them to go."""
+        import time
+
+        groups = {p.pid for p in self.procs}
+        deadline = time.monotonic() + wait
+        while True:
+            left = []
+            for proc in Path("/proc").iterdir():
+                if not proc.name.isdigit():
+                    continue
+                try:
+                    fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[2]) in groups and fields[0] != "Z":   # state, ppid, pgrp
+                    left.append(int(proc.name))
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.2)

@@ -19,6 +19,7 @@ import pytest
 
 from binlog import read_events
 from binlog.errors import BinlogError
+from dumper.cluster import broadcast_prefix
 from dumper.verify import verify
 from extractor import extract, storage_sequences
 from gbinlog.local_engine import BuildError
@@ -125,7 +126,7 @@ def test_exact_range_shuffle_uses_sparks_own_hash(spark):  # noqa: F811
 
 
 def test_bad_input_is_the_local_engines_typed_error(spark, tmp_path):  # noqa: F811
-    fixture = next(f for f in FIXTURES if f.name == "drift-2dn")
+    fixture = next(f for f in FIXTURES if f.name == "ddl-3dn")
     for d in dn_dirs(fixture):
         shutil.copytree(d, tmp_path / "in" / d.name)
     victim = sorted((tmp_path / "in" / "dn1").glob("mysql-bin.0*"))[-1]
@@ -133,6 +134,8 @@ def test_bad_input_is_the_local_engines_typed_error(spark, tmp_path):  # noqa: F
     data[len(data) - 5000] ^= 0x40                           # late in the input: a task meets it
     victim.write_bytes(bytes(data))
     dirs = dn_dirs(tmp_path / "in")
+    # the pre-check reads only each DN's first broadcasts: the bad event is met by a Spark task
+    assert len(broadcast_prefix(extract(tmp_path / "in" / "dn1"))) == 16
     with pytest.raises(BinlogError) as local_err:
         local_build(dirs, tmp_path / "local")
     with pytest.raises(BinlogError) as spark_err:
