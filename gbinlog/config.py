@@ -55,7 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_SERVER_VERSION = "5.7.44-log"
+DEFAULT_SERVER_VERSION = "5.7.44-log"            # the endpoint's handshake / SELECT VERSION()
+DEFAULT_OUTPUT_VERSION = "5.7.44-gbinlog"        # the files' FDE: dumper's default, as gbinlog build
 DEFAULT_ROTATE_SIZE = 500 * 1024 * 1024     # reference §6.1: binlog_file_size 524288000
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -107,7 +108,7 @@ class ServerConfig:
 class OutputConfig:
     dir: Path
     rotate_size: int = DEFAULT_ROTATE_SIZE
-    server_version: str = DEFAULT_SERVER_VERSION
+    server_version: str = DEFAULT_OUTPUT_VERSION
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ sequences, so vtsos regenerate identically).
 from __future__ import annotations
 
 import fcntl
+import heapq
 import json
 import logging
 import os
@@ -35,10 +36,10 @@ from typing import Any
 
 import pymysql
 
-from extractor.model import DnTxn
+from extractor.model import DnTxn, TxnKind
 from extractor.vtso import storage_sequences
 from gbinlog.config import Config, DnConfig
-from gbinlog.live_feed import DnFeed, FeedStopped, LiveMerge, dn_source, storage_change
+from gbinlog.live_feed import DnFeed, FeedIdle, FeedStopped, LiveMerge, dn_source, storage_change
 from gbinlog.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,15 @@ STATUS_FILE = "status.json"
 LOCK_FILE = "gbinlog.lock"
 INPUT_ID = "live"            # the one input run_pipeline sees (state.json's cluster.dns)
 RATE_WINDOW_S = 2.0
+SHUTDOWN_GRACE_S = 5.0
 
 
 class RunError(Exception):
     """An operator error before or while starting (bad DN, port in use, …): one line, exit 2."""
+
+
+class ShutdownAbort(Exception):
+    """``stop()`` could not end at a transaction boundary in time (a DN delivered nothing)."""
 
 
 # -- checks before anything starts --------------------------------------------------------------------
@@ -240,20 +246,59 @@ class LiveRunner:
         return feed.begin()
 
     def _merged(self) -> Iterator[DnTxn]:
-        """All DNs in one vtso-ordered stream; ends (cleanly, at a whole transaction) on ``stop()``."""
+        """All DNs in one vtso-ordered stream. After ``stop()`` it ends between two transactions,
+        never inside a branch group (the core would take it as complete): when the next
+        transaction arrives, or at once while the merge waits for a DN if the last transaction
+        handed out is provably whole (local or a broadcast group). Otherwise, once the feeds are stopped (after
+        ``SHUTDOWN_GRACE_S``), it raises ``ShutdownAbort`` so the core keeps nothing of a group it
+        has not seen whole (no last checkpoint: the next start re-reads a little more)."""
         merge = self.merge = LiveMerge(self.order)
-        for dn in self._initial_dns():
-            merge.add(dn.id, self._feed(dn).stream())
+        idle_stop = self.stopping.is_set
+        last: DnTxn | None = None
         try:
-            for txn in merge:
+            try:
+                for dn in self._initial_dns():
+                    merge.add(dn.id, self._feed(dn).stream(idle_stop))
+            except FeedIdle:
+                return                                   # stopped while starting: nothing handed out
+            it = iter(merge)
+            while True:
+                try:
+                    txn = next(it)
+                except FeedIdle as idle:
+                    if self._broadcast(last):
+                        # The other DNs' branches of this broadcast group are in the heap; the DN
+                        # waited for has no second one (one branch per DN): hand them out, done.
+                        while merge.heap and merge.heap[0][0] == last.vtso:
+                            yield heapq.heappop(merge.heap)[3]
+                        return
+                    if last is None or last.xid is None or not last.is_tso:
+                        return                           # never joined: whole as it is
+                    # Not provably whole: wait for the next transaction after all (or the grace
+                    # timer). The interrupted DN gets its head back first, as the merge needs.
+                    for dn_id in merge.dns:
+                        merge.its[dn_id] = self.feeds[dn_id].stream()
+                    merge.refill(idle.args[0])
+                    it = iter(merge)
+                    continue
+                except StopIteration:
+                    return
+                if self.stopping.is_set() and last is not None and txn.vtso != last.vtso:
+                    return
                 dns = storage_change(txn)
                 if dns is not None:
                     self._join(dns, txn)
                 yield txn
-                if self.stopping.is_set():
-                    return
+                last = txn
         except FeedStopped:
-            return
+            raise ShutdownAbort("a DN delivered nothing for the shutdown grace period: stopped without a "
+                                "last checkpoint (the next start re-reads from the previous one)") from None
+
+    @staticmethod
+    def _broadcast(last: DnTxn | None) -> bool:
+        """A TSO transaction on the broadcast ``__cdc__`` tables: one branch per DN."""
+        return last is not None and last.is_tso and last.kind in (TxnKind.HEARTBEAT, TxnKind.DDL_MARK,
+                                                                    TxnKind.INSTRUCTION)
 
     def _join(self, dns: list[str], txn: DnTxn) -> None:
         merge = self.merge
@@ -302,10 +347,14 @@ class LiveRunner:
             self.endpoint.notify()
 
     def stop(self) -> None:
-        """Clean shutdown (safe from a signal handler): the run ends at a whole transaction."""
+        """Clean shutdown (safe from a signal handler): the run ends after the next whole
+        transaction; if none comes within ``SHUTDOWN_GRACE_S`` the feeds are stopped."""
+        if self.stopping.is_set():
+            return
         self.stopping.set()
-        for feed in list(self.feeds.values()):
-            feed.stop()
+        timer = threading.Timer(SHUTDOWN_GRACE_S, self._stop_feeds)
+        timer.daemon = True
+        timer.start()
 
     def _stop_feeds(self) -> None:
         self.stopping.set()

@@ -17,7 +17,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from extractor.assembler import Assembler
@@ -34,6 +34,10 @@ QUEUE_TXNS = 20_000
 
 class FeedStopped(Exception):
     """The feed was stopped (shutdown): the merge ends without emitting anything more."""
+
+
+class FeedIdle(Exception):
+    """The merge waits for this DN and a shutdown is pending (see ``DnFeed.stream``)."""
 
 
 class DnFeed:
@@ -100,15 +104,18 @@ class DnFeed:
                 if self.stopped.is_set():
                     return
 
-    def stream(self) -> Iterator[DnTxn]:
-        """The DN's transactions for the merge (blocks while the DN has nothing newer)."""
+    def stream(self, idle_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
+        """The DN's transactions for the merge (blocks while the DN has nothing newer). While it
+        waits, ``idle_stop()`` true raises ``FeedIdle`` (a shutdown that need not wait)."""
         get = self.queue.get
         while True:
             try:
-                item = get(timeout=0.2)
+                item = get(timeout=0.05)
             except queue.Empty:
                 if self.stopped.is_set():
                     raise FeedStopped(self.dn_id) from None
+                if idle_stop is not None and idle_stop():
+                    raise FeedIdle(self.dn_id) from None
                 continue
             if item is _END:
                 if self.error is not None:
@@ -202,6 +209,10 @@ class LiveMerge:
             raise ValueError(f"DN {dn_id} is already merged")
         it = self.its[dn_id] = iter(stream)
         self._refill(dn_id, it)
+
+    def refill(self, dn_id: str) -> None:
+        """Take DN ``dn_id``'s next head (after its stream was interrupted before giving one)."""
+        self._refill(dn_id, self.its[dn_id])
 
     def _refill(self, dn_id: str, it: Iterator[DnTxn]) -> None:
         last = self.last

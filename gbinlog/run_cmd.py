@@ -64,7 +64,7 @@ def run_command(config: str | None, verbose: int) -> None:
 
     SIGTERM / SIGINT stop it cleanly (flush, fsync, state.json); after a SIGKILL the next start
     recovers and goes on from the restart points."""
-    from gbinlog.live import LiveRunner, RunError
+    from gbinlog.live import LiveRunner, RunError, ShutdownAbort
 
     _logging(verbose)
     cfg = _load("run", config)
@@ -86,6 +86,9 @@ def run_command(config: str | None, verbose: int) -> None:
                    "SIGTERM stops", err=True)
         try:
             result = runner.run()
+        except ShutdownAbort as exc:
+            click.echo(f"gbinlog run: stopped: {exc}", err=True)
+            return
         except RunError as exc:
             fail("run", str(exc))
         except Exception as exc:  # noqa: BLE001 - one line for the operator, details in the log

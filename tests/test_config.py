@@ -78,6 +78,13 @@ def test_good_config_parses_to_the_typed_model(tmp_path):
     assert cfg.metadb_url == "sqlite:///var/lib/gbinlog/meta.db"
 
 
+def test_output_defaults_are_the_batch_builds():
+    """``gbinlog run`` and ``gbinlog build`` with defaults write the same bytes."""
+    from dumper.global_binlog import DEFAULT_MAX_FILE_SIZE, DEFAULT_SERVER_VERSION
+    from gbinlog.config import DEFAULT_OUTPUT_VERSION
+    assert DEFAULT_OUTPUT_VERSION == DEFAULT_SERVER_VERSION and DEFAULT_ROTATE_SIZE == DEFAULT_MAX_FILE_SIZE
+
+
 def test_defaults_and_round_trip(tmp_path):
     cfg = load(write(tmp_path, '[output]\ndir = "/o"\n[server]\nusers = [{name = "r"}]\n'
                                 '[[dn]]\nid = "dn0"\ndir = "/d"\n'))
