@@ -56,8 +56,8 @@ class RangeSource(DnSource):
 
     @staticmethod
     def _bounded(path: Path, start: int, end: int) -> Iterator[Event]:
-        if start >= end:
-            return
+        if start >= end or end <= 4:
+            return  # nothing, or a file the DN has only just created
         try:
             for ev in read_events(path, start=start):
                 if ev.pos + ev.h[3] > end:

@@ -1,0 +1,359 @@
+"""``gbinlog run --engine spark``: the live service with Structured Streaming doing the DN side.
+
+Everything but the DN feeds is ``gbinlog.live.LiveRunner`` (lock, recovery, endpoint, metrics,
+status, the live merge and the pipeline core ``run_pipeline``: shape → dump → checkpoint). Here
+the feeds are filled by a streaming query over ``dnbinlog`` (``stream_source``): each micro-batch,
+executors read every DN from its durable restart point to the bytes written so far and assemble
+its transactions; the driver's ``foreachBatch`` collects them as Arrow, drops per DN what it has
+already handed on (a batch re-reads the transactions after the last checkpoint) and queues the
+rest for the merge. The pipeline then drops vtso ≤ the last one written, so a batch replayed after a
+crash (Spark replays it with the same offsets and batch id) writes nothing twice and loses nothing.
+
+Stopping is graceful only between batches (``graceful_stop``: reference/spark.md §5, a
+``stop()`` inside ``foreachBatch`` can trip a JVM StackOverflowError); then the pipeline ends at a
+whole transaction and checkpoints, exactly as the local live service does.
+
+Entry points: ``run(config, should_stop)`` and ``SparkLiveRunner`` (a drop-in for ``LiveRunner``);
+``python -m gbinlog.spark_engine.streaming --config cluster.toml`` runs it like ``gbinlog run``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from extractor.model import DnTxn
+from gbinlog.config import Config, DnConfig
+from gbinlog.live import LiveRunner, RunError
+from gbinlog.live_feed import FeedIdle, FeedStopped
+
+log = logging.getLogger(__name__)
+CHECKPOINT_DIR = "spark-checkpoint"
+QUEUE_TXNS = 20_000
+_END = object()
+# Test hook: kill -9 this process in the middle of foreachBatch number N (after half its data).
+KILL_AT_BATCH_ENV = "GBINLOG_SPARK_KILL_AT_BATCH"
+
+
+def graceful_stop(query, poll: float = 0.01, timeout: float = 60.0) -> None:
+    """Stop a streaming query between two batches, never inside ``foreachBatch``."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(poll)
+    query.stop()
+
+
+class SparkFeed:
+    """One DN's transactions as Spark batches deliver them: a bounded queue the live merge reads
+    (``stream``, the ``DnFeed`` contract) and ``offer`` fills, dropping what was handed on before."""
+
+    def __init__(self, dn_id: str, where: str) -> None:
+        self.dn_id = dn_id
+        self.where = where
+        self.queue: queue.Queue = queue.Queue(QUEUE_TXNS)
+        self.stopped = threading.Event()
+        self.error: BaseException | None = None
+        self.last_key: tuple | None = None
+        self.txns = self.dropped = 0
+        self.last_tso: int | None = None
+        self.last_vtso = ""
+        self.file, self.pos = "", 0
+
+    def offer(self, txns: list[DnTxn]) -> None:
+        """Queue the transactions of one batch (in the DN's order) that come after the last one
+        queued: a batch starts at a restart point, so it repeats a few."""
+        last = self.last_key
+        for t in txns:
+            end = t.end
+            key = (t.vtso, end.file, end.offset) if end is not None else (t.vtso, "", 0)
+            if last is not None and key <= last:
+                self.dropped += 1
+                continue
+            if not self._put(t):
+                return
+            last = self.last_key = key
+            self.txns += 1
+            self.last_vtso = t.vtso
+            self.last_tso = int(t.vtso[:19])
+            if end is not None:
+                self.file, self.pos = end.file, end.offset
+
+    def _put(self, item: object) -> bool:
+        while True:
+            try:
+                self.queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                if self.stopped.is_set():
+                    return False
+
+    def fail(self, exc: BaseException) -> None:
+        self.error = exc
+        try:
+            self.queue.put_nowait(_END)
+        except queue.Full:
+            self.stopped.set()
+
+    def begin(self) -> SparkFeed:
+        return self
+
+    def stream(self, idle_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
+        """As ``DnFeed.stream``: blocks while the DN has nothing newer; ``FeedIdle`` when a
+        shutdown is pending and it waits, ``FeedStopped`` once stopped."""
+        get = self.queue.get
+        while True:
+            try:
+                item = get(timeout=0.05)
+            except queue.Empty:
+                if self.stopped.is_set():
+                    if self.error is not None:
+                        raise self.error from None
+                    raise FeedStopped(self.dn_id) from None
+                if idle_stop is not None and idle_stop():
+                    raise FeedIdle(self.dn_id) from None
+                continue
+            if item is _END:
+                if self.error is not None:
+                    raise self.error
+                raise FeedStopped(self.dn_id)
+            yield item
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def join(self, timeout: float = 10.0) -> None:
+        pass
+
+    def status(self) -> dict:
+        last_ms = (self.last_tso >> 22) if self.last_tso else None
+        return {"dn": self.dn_id, "source": self.where, "state": "failed" if self.error else
+                ("stopped" if self.stopped.is_set() else "streaming"),
+                "file": self.file, "pos": self.pos, "events": 0, "bytes": 0, "txns": self.txns,
+                "reconnects": 0, "last_error": str(self.error) if self.error else None,
+                "last_tso": self.last_tso, "last_vtso": self.last_vtso,
+                "last_tso_age_ms": round(time.time() * 1000 - last_ms) if last_ms else None,
+                "open_prepares": 0, "oldest_open_prepare": None, "queued": self.queue.qsize(),
+                "repeated": self.dropped}
+
+
+class SparkLiveRunner(LiveRunner):
+    """``LiveRunner`` whose DN feeds come from a Structured Streaming query (see the module doc).
+
+    ``master``/``conf``: the Spark session (``--master``, ``--conf k=v``); ``trigger``: a
+    processing-time interval such as ``"500 milliseconds"`` (default: as fast as possible)."""
+
+    def __init__(self, cfg: Config, *, master: str | None = None, conf: Mapping[str, str] | list[str] | None = None,
+                 trigger: str | None = None, status_interval: float = 0.5) -> None:
+        super().__init__(cfg, status_interval=status_interval)
+        self.master, self.conf, self.trigger = master, conf, trigger
+        self.spark: Any = None
+        self.query: Any = None
+        self.spark_feeds: dict[str, SparkFeed] = {}
+        self._feeds_lock = threading.Lock()
+        self.batches: list[dict] = []
+        self._kill_at = int(os.environ.get(KILL_AT_BATCH_ENV, "-1"))
+        self._watcher: threading.Thread | None = None
+        self._stop_requested = False
+
+    # -- start ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        remote = [d.id for d in self.cfg.dn if d.is_remote]
+        if remote:
+            raise RunError(f"--engine spark reads DN binlog directories: DN {remote[0]} is configured with "
+                           "host/port (give dir = … or use --engine local)")
+        super().start()
+        from gbinlog.spark_engine.session import SparkUnavailable, spark_session
+
+        try:
+            self.spark = spark_session(self.master, self.conf, app_name="gbinlog-run")
+        except SparkUnavailable as exc:
+            raise RunError(str(exc)) from None
+        dns = [{"id": d.id, "dir": str(d.dir), "storage_seq": self.seqs[d.id], "standby": d.standby}
+               for d in self.cfg.dn]
+        reader = (self.spark.readStream.format("dnbinlog").option("dns", json.dumps(dns))
+                  .option("out", str(self.out)).load())
+        writer = (reader.writeStream.foreachBatch(self._batch)
+                  .option("checkpointLocation", str(self.out / CHECKPOINT_DIR)))
+        if self.trigger:
+            writer = writer.trigger(processingTime=self.trigger)
+        self.query = writer.start()
+        self._watcher = threading.Thread(target=self._watch, name="gbinlog-spark-watch", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        """A query that dies (a task's error, a lost driver JVM) fails the feeds, so the pipeline
+        stops with that error after its last whole transaction."""
+        try:
+            self.query.awaitTermination()
+            exc: BaseException | None = None
+        except Exception as e:  # noqa: BLE001 - re-raised in the pipeline thread
+            exc = e
+        if exc is not None and not self.stopping.is_set():
+            from gbinlog.spark_engine.errors import decode
+
+            err = decode(str(exc)) or RunError(f"the Spark streaming query failed: {str(exc).splitlines()[0]}")
+            log.error("spark: %s", err)
+            for feed in list(self.spark_feeds.values()):
+                feed.fail(err)
+
+    # -- feeds ------------------------------------------------------------------------------------
+    def _spark_feed(self, dn_id: str) -> SparkFeed:
+        with self._feeds_lock:
+            feed = self.spark_feeds.get(dn_id)
+            if feed is None:
+                dn = self.cfg.dn_by_id(dn_id)
+                feed = self.spark_feeds[dn_id] = SparkFeed(dn_id, str(dn.dir) if dn else "?")
+            return feed
+
+    def _feed(self, dn: DnConfig) -> SparkFeed:  # type: ignore[override]
+        feed = self._spark_feed(dn.id)
+        self.feeds[dn.id] = feed  # type: ignore[assignment]
+        return feed
+
+    def _batch(self, df, batch_id: int) -> None:
+        """foreachBatch: the batch's DN transactions to the feeds, per DN in the DN's order."""
+        import pyarrow.compute as pc
+
+        from gbinlog.spark_engine.arrow_codec import BodyDecoder, decode_batch
+
+        t0 = time.perf_counter()
+        table = df.toArrow()
+        n = table.num_rows
+        if n:
+            table = table.take(pc.sort_indices(table, [("dn_idx", "ascending"), ("seq", "ascending")]))
+            names = table.column("dn").to_pylist()
+            decoder = BodyDecoder()
+            start = 0
+            while start < n:
+                dn = names[start]
+                end = start
+                while end < n and names[end] == dn:
+                    end += 1
+                txns = decode_batch(table.slice(start, end - start), decoder)
+                if batch_id == self._kill_at:
+                    self._spark_feed(dn).offer(txns[:len(txns) // 2])
+                    log.warning("%s=%d: kill -9 in the middle of the batch", KILL_AT_BATCH_ENV, batch_id)
+                    os.kill(os.getpid(), signal.SIGKILL)
+                self._spark_feed(dn).offer(txns)
+                start = end
+        self.batches.append({"id": batch_id, "rows": n, "seconds": round(time.perf_counter() - t0, 4),
+                             "at": time.time()})
+        del self.batches[:-100]
+
+    # -- stop -------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Clean shutdown (safe from a signal handler): the query stops between two batches, then
+        the pipeline ends at a whole transaction and checkpoints."""
+        if self.stopping.is_set() or self._stop_requested:
+            return
+        self._stop_requested = True
+        threading.Thread(target=self._stop_query_then_pipeline, name="gbinlog-spark-stop", daemon=True).start()
+
+    def _stop_query_then_pipeline(self) -> None:
+        try:
+            if self.query is not None and self.query.isActive:
+                graceful_stop(self.query)
+        except Exception as exc:  # noqa: BLE001 - the pipeline stops either way
+            log.warning("stopping the Spark query: %s", exc)
+        LiveRunner.stop(self)
+
+    def close(self) -> None:
+        self.stopping.set()
+        try:
+            if self.query is not None and self.query.isActive:
+                graceful_stop(self.query, timeout=10)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("stopping the Spark query: %s", exc)
+        super().close()
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+    def status(self) -> dict:
+        st = super().status()
+        st["engine"] = "spark"
+        q = self.query
+        st["spark"] = {"batches": len(self.batches), "last_batch": self.batches[-1] if self.batches else None,
+                       "active": bool(q is not None and q.isActive)}
+        return st
+
+
+def run(config: Config, should_stop: Callable[[], bool] | None = None, *, master: str | None = None,
+        conf: Mapping[str, str] | list[str] | None = None, trigger: str | None = None,
+        on_started: Callable[[SparkLiveRunner], None] | None = None) -> SparkLiveRunner:
+    """``gbinlog run --engine spark``: start, run until ``should_stop()`` (polled every 0.1 s) or an
+    error, stop cleanly, close. Returns the runner (``result``: the pipeline's ``BuildResult``)."""
+    runner = SparkLiveRunner(config, master=master, conf=conf, trigger=trigger)
+    try:
+        runner.start()
+        if on_started is not None:
+            on_started(runner)
+        if should_stop is not None:
+            def poll() -> None:
+                while not runner.stopping.is_set():
+                    if should_stop():
+                        runner.stop()
+                        return
+                    time.sleep(0.1)
+            threading.Thread(target=poll, name="gbinlog-spark-should-stop", daemon=True).start()
+        runner.run()
+    finally:
+        runner.close()
+    return runner
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m gbinlog.spark_engine.streaming --config FILE [--master URL] [--conf k=v]…
+    [--trigger '500 milliseconds']``: what ``gbinlog run --engine spark`` does."""
+    import argparse
+    import sys
+
+    from gbinlog.config import ConfigError, load
+    from gbinlog.live import ShutdownAbort
+
+    ap = argparse.ArgumentParser(prog="gbinlog run --engine spark")
+    ap.add_argument("--config", default=os.environ.get("GBINLOG_CONFIG", "cluster.toml"))
+    ap.add_argument("--master")
+    ap.add_argument("--conf", action="append", default=[])
+    ap.add_argument("--trigger")
+    ap.add_argument("-v", "--verbose", action="count", default=0)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if not args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        cfg = load(args.config)
+    except ConfigError as exc:
+        print(f"gbinlog run: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    runner = SparkLiveRunner(cfg, master=args.master, conf=args.conf, trigger=args.trigger)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda signum, frame: runner.stop())
+    try:
+        try:
+            runner.start()
+        except RunError as exc:
+            print(f"gbinlog run: error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        print(f"gbinlog run --engine spark: {len(cfg.dn)} DNs → {cfg.output.dir}; SIGTERM stops", file=sys.stderr)
+        try:
+            result = runner.run()
+        except ShutdownAbort as exc:
+            print(f"gbinlog run: stopped: {exc}", file=sys.stderr)
+            return
+        except Exception as exc:  # noqa: BLE001
+            print(f"gbinlog run: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            sys.exit(1)
+        print(f"gbinlog run: stopped cleanly at {result.last_vtso} ({result.txns} txns this run)", file=sys.stderr)
+    finally:
+        runner.close()
+
+
+if __name__ == "__main__":
+    main()
