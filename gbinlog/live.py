@@ -118,6 +118,7 @@ class LiveRunner:
         self._restart: dict = {}
         self._last_progress_at = 0.0
         self._rates: dict[str, deque] = {}
+        self._stalled: set[str] = set()
 
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -412,6 +413,17 @@ class LiveRunner:
                 continue
             st = feed.status()
             st["events_per_s"] = round(self._rate(f"in:{dn.id}", st["events"]), 1)
+            # With heartbeats every interval_ms a DN is never silent for long: stall_ms of silence
+            # means the DN (or its link, or a prepare held open) stops the whole merge.
+            age = st["last_tso_age_ms"]
+            st["stalled"] = age is None or age > self.cfg.heartbeat.stall_ms
+            if st["stalled"] and dn.id not in self._stalled and time.time() - self.started_at > 5:
+                log.warning("DN %s: no transaction for %s ms (heartbeats expected every %d ms): the merge waits "
+                            "for it", dn.id, age if age is not None else "∞", self.cfg.heartbeat.interval_ms)
+            if st["stalled"]:
+                self._stalled.add(dn.id)
+            else:
+                self._stalled.discard(dn.id)
             dns.append(st)
         p = self.progress
         last = p.last_vtso if p is not None else None
@@ -429,6 +441,7 @@ class LiveRunner:
             "error": str(self.error) if self.error else None,
             "output": str(self.out),
             "endpoint": f"{self.cfg.server.host}:{self.endpoint.port}" if self.endpoint else None,
+            "heartbeat": {"interval_ms": self.cfg.heartbeat.interval_ms, "stall_ms": self.cfg.heartbeat.stall_ms},
             "dns": dns,
             "merge": {"watermark": merge.last if merge else None, "dns": merge.dns if merge else [],
                       "joined": dict(self.joined)},

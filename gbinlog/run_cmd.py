@@ -167,7 +167,8 @@ def format_status(doc: dict) -> str:
         lines.append(f"  merge watermark {merge['watermark']}  DNs merged {', '.join(merge.get('dns', []))}"
                      + (f"  joined {merge['joined']}" if merge.get("joined") else ""))
     for d in doc.get("dns", []):
-        line = f"  DN {d['dn']:<6} {d.get('state', '?'):<10} {d.get('source', '')}"
+        state = d.get("state", "?") + ("/STALLED" if d.get("stalled") and d.get("state") != "standby" else "")
+        line = f"  DN {d['dn']:<6} {state:<10} {d.get('source', '')}"
         if "file" in d:
             line += (f"  at {d['file']}:{d['pos']}  {d.get('events_per_s', 0):,.0f} events/s  last TSO "
                      f"{d.get('last_tso') or '-'} ({_age(d.get('last_tso_age_ms'))} ago)  "

@@ -56,7 +56,8 @@ def test_bank_live_e2e_with_kill9_dn_outage_and_replica_reconnect(tmp_path):
     replica = MariaDB.start(tmp_path / "replica", server_id=2)
     out = tmp_path / "global"
     server_port = free_port()
-    cfg = write_config(tmp_path / "cluster.toml", out, cluster, ["dn0", "dn1", "dn2", "dn3"], server_port=server_port)
+    cfg = write_config(tmp_path / "cluster.toml", out, cluster, ["dn0", "dn1", "dn2", "dn3"], server_port=server_port,
+                       extra="[heartbeat]\nstall_ms = 2000\n")
     svc = Service(cfg, tmp_path / "run.log")
     checker = None
     try:
@@ -81,6 +82,7 @@ def test_bank_live_e2e_with_kill9_dn_outage_and_replica_reconnect(tmp_path):
                     st = status(out)
                     dn1 = next(d for d in st["dns"] if d["dn"] == "dn1")
                     assert dn1["state"] in ("backoff", "connecting"), dn1   # waiting for the DN
+                    assert dn1["stalled"] and not next(d for d in st["dns"] if d["dn"] == "dn0")["stalled"]
                     assert st["lag_ms"] > 3000, st["lag_ms"]                  # the merge waits for it
                     cluster.sim.start_server("dn1")
                     wait_for(lambda: (status(out).get("lag_ms") or 1e9) < 2000, 30, "catching up after the outage")

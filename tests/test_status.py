@@ -62,7 +62,7 @@ def test_status_and_metrics_of_a_running_service(tmp_path):
         for d in doc["dns"]:
             assert d["state"] == "following" and d["file"] == "mysql-bin.000001" and d["pos"] > 4
             assert d["last_tso"] and 0 <= d["last_tso_age_ms"] < 3000, d
-            assert d["txns"] > 10 and d["events"] > 100
+            assert d["txns"] > 10 and d["events"] > 100 and d["stalled"] is False
         assert doc["lag_ms"] is not None and 0 <= doc["lag_ms"] < 3000
         assert doc["last_vtso"] and doc["merge"]["watermark"] >= doc["last_vtso"][:19]
         assert doc["merge"]["dns"] == ["dn0", "dn1"]
