@@ -111,10 +111,13 @@ class ReplicaWatcher:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=30.0)
-    ap.add_argument("--events-per-s", type=int, default=10_000)
+    ap.add_argument("--events-per-s", type=int, default=10_500)
     ap.add_argument("--dns", type=int, default=4)
     ap.add_argument("--replica", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--warmup", type=float, default=5.0,
+                    help="seconds at the start left out (gbinlog run starting and catching up)")
+    ap.add_argument("--dump", type=Path, default=None, help="write (commit ms, to-binlog ms, to-replica ms) rows")
     args = ap.parse_args()
     tps = max(1, int(args.events_per_s / (EVENTS_PER_TXN_PER_DN * args.dns)))
     work = Path(tempfile.mkdtemp(prefix="gbinlog-bench-live-"))
@@ -162,23 +165,30 @@ def main() -> None:
     status = json.loads((out / "status.json").read_text()) if (out / "status.json").exists() else {}
     # TSO transactions only: their vtso's first 19 digits are the commit TSO (a local txn's are
     # the DN's last TSO, not its commit time). Heartbeats are not written unless on the 30 s grid.
-    to_binlog, to_replica = [], []
+    to_binlog, to_replica, rows = [], [], []
+    first_ms = min((int(v[:19]) >> 22 for v in watcher.seen), default=0)
     for vtso, (t, file, end) in watcher.seen.items():
         if vtso[38:48] != "0000000000":
             continue
         tso_ms = int(vtso[:19]) >> 22
+        if tso_ms < first_ms + args.warmup * 1000:
+            continue
         to_binlog.append(t * 1000 - tso_ms)
-        if rwatch is not None:
-            at = rwatch.applied_at(file, end)
-            if at is not None:
-                to_replica.append(at * 1000 - tso_ms)
+        at = rwatch.applied_at(file, end) if rwatch is not None else None
+        if at is not None:
+            to_replica.append(at * 1000 - tso_ms)
+        rows.append((tso_ms, t * 1000 - tso_ms, None if at is None else at * 1000 - tso_ms))
+    if args.dump:
+        args.dump.write_text("".join(f"{a} {b:.1f} {'' if c is None else f'{c:.1f}'}\n" for a, b, c in sorted(rows)))
     events_in = summary.get("events", 0)
     seconds = summary.get("seconds", args.seconds)
     print(f"input: {args.dns} DNs, bank at {tps} txns/s → {events_in / seconds:,.0f} DN events/s "
           f"({events_in:,} events in {seconds:.1f} s; simulator behind wall clock at the end: "
           f"{summary.get('lag_ms', 0):.0f} ms)")
-    print(f"output: {len(watcher.seen):,} transactions written; gbinlog run at the end: "
-          f"{status.get('events_out_per_s', 0):,.0f} events/s out, lag {status.get('lag_ms')} ms")
+    print(f"output: {len(watcher.seen):,} transactions in the global binlog "
+          f"({status.get('events_out', 0):,} events)")
+    print(f"latency of the distributed transactions committed after the first {args.warmup:g} s "
+          "(gbinlog run starting and catching up before that):")
     for name, values in (("commit TSO → CTS in global binlog", to_binlog),
                          ("commit TSO → applied on replica", to_replica)):
         p = percentiles(values)
