@@ -9,9 +9,10 @@ already handed on (a batch re-reads the transactions after the last checkpoint) 
 rest for the merge. The pipeline then drops vtso ≤ the last one written, so a batch replayed after a
 crash (Spark replays it with the same offsets and batch id) writes nothing twice and loses nothing.
 
-Stopping is graceful only between batches (``graceful_stop``: reference/spark.md §5, a
-``stop()`` inside ``foreachBatch`` can trip a JVM StackOverflowError); then the pipeline ends at a
-whole transaction and checkpoints, exactly as the local live service does.
+Stopping: the pipeline ends at a whole transaction and checkpoints, exactly as the local live
+service does (the query keeps delivering meanwhile); then the query is stopped between two batches
+only (``graceful_stop``: reference/spark.md §5, a ``stop()`` inside ``foreachBatch`` can trip a
+JVM StackOverflowError).
 
 Entry points: ``run(config, should_stop)`` and ``SparkLiveRunner`` (a drop-in for ``LiveRunner``);
 ``python -m gbinlog.spark_engine.streaming --config cluster.toml`` runs it like ``gbinlog run``.
@@ -160,7 +161,6 @@ class SparkLiveRunner(LiveRunner):
         self.batches: list[dict] = []
         self._kill_at = int(os.environ.get(KILL_AT_BATCH_ENV, "-1"))
         self._watcher: threading.Thread | None = None
-        self._stop_requested = False
 
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -248,21 +248,9 @@ class SparkLiveRunner(LiveRunner):
         del self.batches[:-100]
 
     # -- stop -------------------------------------------------------------------------------------
-    def stop(self) -> None:
-        """Clean shutdown (safe from a signal handler): the query stops between two batches, then
-        the pipeline ends at a whole transaction and checkpoints."""
-        if self.stopping.is_set() or self._stop_requested:
-            return
-        self._stop_requested = True
-        threading.Thread(target=self._stop_query_then_pipeline, name="gbinlog-spark-stop", daemon=True).start()
-
-    def _stop_query_then_pipeline(self) -> None:
-        try:
-            if self.query is not None and self.query.isActive:
-                graceful_stop(self.query)
-        except Exception as exc:  # noqa: BLE001 - the pipeline stops either way
-            log.warning("stopping the Spark query: %s", exc)
-        LiveRunner.stop(self)
+    # ``stop()`` is LiveRunner's: the pipeline ends after the next whole transaction while the query
+    # keeps delivering (a broadcast group may need the next batch to be provably whole); ``close()``
+    # then stops the query between two batches.
 
     def close(self) -> None:
         self.stopping.set()
