@@ -293,7 +293,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     """
     from dumper.global_binlog import DEFAULT_MAX_FILE_SIZE, DEFAULT_SERVER_VERSION, HEARTBEAT_INTERVAL
     from gbinlog.local_engine import BuildError
-    from gbinlog.spark_engine.session import parse_conf, spark_session
+    from gbinlog.spark_engine.session import SparkUnavailable, parse_conf, spark_session
 
     t0 = time.perf_counter()
     if not dn_dirs:
@@ -301,7 +301,10 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     missing = [str(d) for d in dn_dirs if not Path(d).is_dir()]
     if missing:
         raise BuildError(f"DN binlog directory {', '.join(missing)} does not exist")
-    conf = parse_conf(conf)
+    try:
+        conf = parse_conf(conf)
+    except SparkUnavailable as exc:
+        raise BuildError(str(exc)) from None
     server_version = server_version or DEFAULT_SERVER_VERSION
     max_file_size = max_file_size or DEFAULT_MAX_FILE_SIZE
     heartbeat_interval = heartbeat_interval or HEARTBEAT_INTERVAL
@@ -311,7 +314,10 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     server_ids = _check_inputs(dns)
     own = spark is None
     if own:
-        spark = spark_session(master, conf)
+        try:
+            spark = spark_session(master, conf)
+        except SparkUnavailable as exc:
+            raise BuildError(str(exc)) from None
     try:
         if ranges is None:
             setting = conf.get("spark.gbinlog.ranges") or spark.conf.get("spark.gbinlog.ranges", None)

@@ -1,0 +1,68 @@
+"""Spark session defaults, ``--conf`` and the missing-Java message (issue 8)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from gbinlog.cli import main
+from gbinlog.spark_engine import session
+from gbinlog.spark_engine.session import SparkUnavailable, find_java_home, merged_conf, parse_conf
+from tests.spark_support import FIXTURES, dn_dirs, spark  # noqa: F401  (the session fixture)
+
+
+def test_parse_conf():
+    assert parse_conf(["a=b", " c = d=e "]) == {"a": "b", "c": "d=e"}
+    assert parse_conf({"x": 1}) == {"x": "1"}
+    assert parse_conf(None) == {}
+    with pytest.raises(SparkUnavailable, match="expected KEY=VALUE"):
+        parse_conf(["spark.ui.enabled"])
+
+
+def test_defaults_and_overrides():
+    conf = merged_conf({"spark.sql.shuffle.partitions": "8", "spark.driver.extraJavaOptions": "-Xss4m"})
+    assert conf["spark.sql.shuffle.partitions"] == "8"
+    assert conf["spark.ui.enabled"] == "false" and conf["spark.ui.showConsoleProgress"] == "false"
+    # the user's JVM options keep the quiet log4j2 configuration unless they bring their own
+    assert conf["spark.driver.extraJavaOptions"].endswith("-Xss4m")
+    assert "log4j2.configurationFile=file:" in conf["spark.driver.extraJavaOptions"]
+    own = merged_conf({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/x"})
+    assert own["spark.driver.extraJavaOptions"] == "-Dlog4j2.configurationFile=file:/x"
+
+
+def test_no_java_is_a_clear_message(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(session, "JAVA_CANDIDATES", ())
+    with pytest.raises(SparkUnavailable, match="apt-get install openjdk-17-jre-headless"):
+        find_java_home()
+    args = ["build", "--engine", "spark", "--out", str(tmp_path / "out"),
+            *[a for d in dn_dirs(FIXTURES[0]) for a in ("--dn", str(d))]]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert "needs Java 17" in result.output and "openjdk-17-jre-headless" in result.output
+    assert not (tmp_path / "out" / "binlog.000001").exists()
+
+
+def test_bad_conf_on_the_command_line(tmp_path):
+    args = ["build", "--engine", "spark", "--out", str(tmp_path / "out"), "--conf", "spark.ui.enabled",
+            *[a for d in dn_dirs(FIXTURES[0]) for a in ("--dn", str(d))]]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "expected KEY=VALUE" in result.output
+
+
+def test_the_shared_session_has_the_small_machine_defaults(spark):  # noqa: F811
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.ui.enabled") == "false"
+    assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"            # the tests' override
+    import os
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
+    # the session factory registered the data source
+    df = spark.read.format("dnbinlog").option("plan", _plan_json()).load()
+    assert df.columns[:3] == ["vtso", "kind", "dn"]
+
+
+def _plan_json() -> str:
+    from gbinlog.spark_engine.batch import dn_specs, plan_build
+    return plan_build(dn_specs(dn_dirs(FIXTURES[0])), 1).to_json()
