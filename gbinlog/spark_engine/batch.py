@@ -8,7 +8,8 @@ The job (DESIGN.md §5):
    sampling pass over the input.
 2. ``dnbinlog`` tasks extract (assembly, vtso, first-level sort) and yield Arrow rows of DN
    transactions tagged with their range; ``repartition(n, "pkey")`` moves each to its range.
-   The shuffled data is persisted, so step 3 and 4 read the input once.
+   The shuffled data is persisted (memory, spilling to disk), so steps 3 and 4 read the input
+   once: measured on 2M events, persisting costs 0.6 s where a second extraction pass costs 3.5 s.
 3. The (few) DDL marks and physical DDLs are collected to the driver → the schema history
    (``schema_shaper.collect_history``), broadcast.
 4. ``mapInArrow`` writer per range: rows in DN order → ``merger.merge`` (branch join, trace merge)
@@ -333,7 +334,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         from pyspark import StorageLevel
 
         timings = {"plan": time.perf_counter() - t0}
-        shuffled = _read(spark, plan).repartition(n, "pkey").persist(StorageLevel.DISK_ONLY)
+        shuffled = _read(spark, plan).repartition(n, "pkey").persist(StorageLevel.MEMORY_AND_DISK)
         try:
             try:
                 history = collect_schema_history(shuffled)
