@@ -150,3 +150,23 @@ def test_refuses_an_existing_output(spark, local_outputs):  # noqa: F811
     local_dir, _ = local_outputs["drift-2dn"]
     with pytest.raises(BuildError, match="already holds a global binlog"):
         spark_build(dn_dirs(FIXTURES[0]), local_dir, spark=spark)
+
+
+def test_simulated_input_with_many_files_per_dn(spark, tmp_path):  # noqa: F811
+    """A fresh simulated input (4 DNs, several files each): the TSO samples of the file starts
+    balance the output ranges, and the several range files carry the local engine's event stream
+    and pass verify --truth."""
+    from simulator.run import simulate
+
+    summary = simulate("bank", 4, 2500, 21, tmp_path / "in", max_file_size=96 << 10)
+    assert summary["events"] > 50_000
+    dirs = dn_dirs(tmp_path / "in")
+    assert all(len(list(d.glob("mysql-bin.0*"))) >= 4 for d in dirs)
+    local = local_build(dirs, tmp_path / "local")
+    result = spark_build(dirs, tmp_path / "spark", spark=spark, ranges=4)
+    sizes = [(tmp_path / "spark" / f).stat().st_size for f in result.files]
+    assert len(sizes) == 4 and min(sizes) > 0.5 * max(sizes), sizes
+    assert event_stream(tmp_path / "spark") == event_stream(tmp_path / "local")
+    assert result.events == local.events
+    report = verify(tmp_path / "spark", tmp_path / "in" / "truth.json")
+    assert report.ok and report.truth_checked, report.errors[:3]

@@ -315,6 +315,12 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     server_ids = _check_inputs(dns)
     own = spark is None
     if own:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:  # embedded in an application that has its session: use it, keep it
+            spark, own = active, False
+    if own:
         try:
             spark = spark_session(master, conf)
         except SparkUnavailable as exc:
