@@ -1,11 +1,7 @@
 """``build --engine spark`` against ``build --engine local`` (issue 8, Must show 1), on one shared
-local[2] SparkSession (Must show 5).
-
-One output range per build is the default for inputs smaller than ``max_file_size``: then the
-files are byte-identical to the local engine's. With several ranges a file ends where its vtso
-range ends instead of at the local writer's size rule; the documented difference: the event streams
-without FDE/ROTATE (and with ``log_pos``/CRC32, which depend on the position in a file, left out)
-are identical, and ``verify --truth`` passes on both.
+local[2] SparkSession (Must show 5): the same ``binlog.*`` files byte for byte — also when the
+output is cut into several vtso ranges written by parallel tasks and the local writer's rotation
+puts file boundaries inside ranges — the same index, ``state.json`` and meta store.
 """
 
 from __future__ import annotations
@@ -17,31 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from binlog import read_events
 from binlog.errors import BinlogError
 from dumper.cluster import broadcast_prefix
 from dumper.verify import verify
 from extractor import extract, storage_sequences
-from gbinlog.local_engine import BuildError
+from gbinlog.local_engine import BuildError, Settings
 from gbinlog.local_engine import build as local_build
 from gbinlog.spark_engine.batch import build as spark_build
 from gbinlog.spark_engine.datasource import spark_int_hash
+from gbinlog.spark_engine.layout import unpack_u32
 from tests.spark_support import FIXTURES, dn_dirs, spark  # noqa: F401  (the session fixture)
-
-_FDE, _ROTATE = 15, 4
-
-
-def event_stream(directory: Path) -> list[tuple]:
-    """Every event of the global binlog except FDE and ROTATE: header fields but ``log_pos`` and the
-    payload without its CRC32 (both depend only on where a file starts)."""
-    names = [line.strip().removeprefix("./") for line in (directory / "binlog.index").read_text().splitlines()]
-    out = []
-    for name in names:
-        for ev in read_events(directory / name):
-            ts, type_code, server_id, size, _log_pos, flags = ev.h
-            if type_code not in (_FDE, _ROTATE):
-                out.append((ts, type_code, server_id, size, flags, bytes(ev.raw[19:-4])))
-    return out
 
 
 def meta_rows(directory: Path) -> dict[str, list]:
@@ -81,26 +62,31 @@ def test_one_range_is_byte_identical_to_local(spark, local_outputs, tmp_path, fi
     assert not (tmp_path / "out" / ".spark-ranges").exists()
 
 
+def same_files(a: Path, b: Path) -> list[str]:
+    names = [line.strip().removeprefix("./") for line in (a / "binlog.index").read_text().splitlines()]
+    assert (a / "binlog.index").read_bytes() == (b / "binlog.index").read_bytes()
+    assert sorted(p.name for p in a.glob("binlog.0*")) == sorted(names)
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    return names
+
+
 @pytest.mark.parametrize("name", ["ddl-3dn", "scale-2dn", "mixed-2dn"])
-def test_several_ranges_same_event_stream_and_truth(spark, local_outputs, tmp_path, name):  # noqa: F811
-    """DDLs, scale-out and the reshaped rows fall into different ranges: each range's shaper starts
-    from the broadcast history and must end up with the local engine's bytes."""
+def test_several_ranges_and_small_files_are_byte_identical(spark, tmp_path, name):  # noqa: F811
+    """DDLs, scale-out and reshaped rows fall into different ranges (each range's shaper starts from
+    the broadcast history) and the 40 KB rotation cuts files inside ranges and across them."""
     fixture = next(f for f in FIXTURES if f.name == name)
-    local_dir, local = local_outputs[name]
-    result = spark_build(dn_dirs(fixture), tmp_path / "out", spark=spark, ranges=4)
-    assert result.ranges == 4 and len(result.files) == 4
-    got, want = event_stream(tmp_path / "out"), event_stream(local_dir)
-    assert len(got) == len(want) == local.events
-    assert got == want
-    for directory in (tmp_path / "out", local_dir):
-        report = verify(directory, fixture / "truth.json")
-        assert report.ok and report.truth_checked, report.errors[:3]
-    assert len(verify(tmp_path / "out").files) == 4
-    # the state a later run resumes from is the local engine's (restart points, last vtso, members)
-    assert state_of(tmp_path / "out") == state_of(local_dir) | {"binlog": state_of(tmp_path / "out")["binlog"]}
-    assert state_of(tmp_path / "out")["binlog"]["file"] == "binlog.000004"
-    # and a local resume of the spark output has nothing left to do
-    again = local_build(dn_dirs(fixture), tmp_path / "out")
+    local = local_build(dn_dirs(fixture), tmp_path / "local", settings=Settings(max_file_size=40 << 10))
+    result = spark_build(dn_dirs(fixture), tmp_path / "out", spark=spark, ranges=4, max_file_size=40 << 10)
+    assert result.ranges == 4 and len(local.files) >= 2
+    assert result.files == local.files
+    same_files(tmp_path / "out", tmp_path / "local")
+    assert state_of(tmp_path / "out") == state_of(tmp_path / "local")
+    assert meta_rows(tmp_path / "out") == meta_rows(tmp_path / "local")
+    report = verify(tmp_path / "out", fixture / "truth.json")
+    assert report.ok and report.truth_checked, report.errors[:3]
+    # a local resume of the spark output has nothing left to do
+    again = local_build(dn_dirs(fixture), tmp_path / "out", settings=Settings(max_file_size=40 << 10))
     assert again.txns == 0 and again.resumed
 
 
@@ -154,19 +140,19 @@ def test_refuses_an_existing_output(spark, local_outputs):  # noqa: F811
 
 def test_simulated_input_with_many_files_per_dn(spark, tmp_path):  # noqa: F811
     """A fresh simulated input (4 DNs, several files each): the TSO samples of the file starts
-    balance the output ranges, and the several range files carry the local engine's event stream
-    and pass verify --truth."""
+    balance the output ranges; the files are the local engine's, byte for byte."""
     from simulator.run import simulate
 
     summary = simulate("bank", 4, 2500, 21, tmp_path / "in", max_file_size=96 << 10)
     assert summary["events"] > 50_000
     dirs = dn_dirs(tmp_path / "in")
     assert all(len(list(d.glob("mysql-bin.0*"))) >= 4 for d in dirs)
-    local = local_build(dirs, tmp_path / "local")
-    result = spark_build(dirs, tmp_path / "spark", spark=spark, ranges=4)
-    sizes = [(tmp_path / "spark" / f).stat().st_size for f in result.files]
+    local = local_build(dirs, tmp_path / "local", settings=Settings(max_file_size=300 << 10))
+    result = spark_build(dirs, tmp_path / "spark", spark=spark, ranges=4, max_file_size=300 << 10)
+    sizes = [sum(unpack_u32(r)) for r in result.range_sizes]
     assert len(sizes) == 4 and min(sizes) > 0.5 * max(sizes), sizes
-    assert event_stream(tmp_path / "spark") == event_stream(tmp_path / "local")
+    assert len(local.files) >= 3
+    same_files(tmp_path / "spark", tmp_path / "local")
     assert result.events == local.events
     report = verify(tmp_path / "spark", tmp_path / "in" / "truth.json")
     assert report.ok and report.truth_checked, report.errors[:3]

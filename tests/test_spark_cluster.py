@@ -1,6 +1,7 @@
 """Must show 2: a real cluster manager. A Spark standalone master and two workers on 127.0.0.1
 (``spark-class`` from the pyspark install); ``gbinlog build --engine spark --master spark://…`` runs
-its tasks in executors on those workers and writes the local engine's bytes; every process the test
+its tasks in executors on those workers (3 output ranges, files cut by a 48 KB rotation, so range
+bytes are also moved into place by tasks) and writes the local engine's bytes; every process the test
 started is stopped by pid (process group)."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from gbinlog.local_engine import Settings
 from gbinlog.local_engine import build as local_build
 from tests.spark_support import FIXTURES, StandaloneCluster, dn_dirs, fast_java_options
 
@@ -15,25 +17,25 @@ from tests.spark_support import FIXTURES, StandaloneCluster, dn_dirs, fast_java_
 def test_standalone_master_and_two_workers(tmp_path):
     fixture = next(f for f in FIXTURES if f.name == "ddl-3dn")
     dirs = dn_dirs(fixture)
-    local = local_build(dirs, tmp_path / "local")
+    local = local_build(dirs, tmp_path / "local", settings=Settings(max_file_size=48 << 10))
     cluster = StandaloneCluster(tmp_path / "cluster", workers=2)
     try:
         jopts = fast_java_options()
         cmd = [sys.executable, "-m", "gbinlog.cli", "build", "--engine", "spark", "--master", cluster.url,
                *[a for d in dirs for a in ("--dn", str(d))], "--out", str(tmp_path / "spark"),
                "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
-               "--conf", "spark.cores.max=2",
+               "--conf", "spark.cores.max=2", "--conf", "spark.gbinlog.ranges=3", "--max-file-size", "48KB",
                "--conf", f"spark.driver.extraJavaOptions={jopts}", "--conf", f"spark.executor.extraJavaOptions={jopts}"]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
         assert run.returncode == 0, run.stderr[-3000:]
-        assert "1 files" in run.stdout
+        assert f"{len(local.files)} files" in run.stdout
         # both workers ran an executor of this application
         logs = cluster.executor_logs()
         assert {p.parents[2] for p in logs} == set(cluster.work_dirs), logs
     finally:
         cluster.stop()
     assert cluster.alive() == []
-    assert (tmp_path / "spark" / "binlog.000001").read_bytes() == (tmp_path / "local" / "binlog.000001").read_bytes()
-    assert local.files == ["binlog.000001"]
-    from tests.test_spark_build import state_of
+    assert len(local.files) >= 3
+    from tests.test_spark_build import same_files, state_of
+    assert same_files(tmp_path / "spark", tmp_path / "local") == local.files
     assert state_of(tmp_path / "spark") == state_of(tmp_path / "local")

@@ -34,6 +34,8 @@ def test_no_java_is_a_clear_message(monkeypatch, tmp_path):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(session, "JAVA_CANDIDATES", ())
+    from pyspark.sql import SparkSession
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))  # as in a fresh CLI
     with pytest.raises(SparkUnavailable, match="apt-get install openjdk-17-jre-headless"):
         find_java_home()
     args = ["build", "--engine", "spark", "--out", str(tmp_path / "out"),

@@ -13,17 +13,16 @@ The job (DESIGN.md §5):
 3. The (few) DDL marks and physical DDLs are collected to the driver → the schema history
    (``schema_shaper.collect_history``), broadcast.
 4. ``mapInArrow`` writer per range: rows in DN order → ``merger.merge`` (branch join, trace merge)
-   → ``Shaper.from_history(history, range start)`` → ``dumper.encode_txn`` → one file: FDE +
-   transactions. It returns a one-row summary.
-5. Driver: each non-empty range becomes ``binlog.NNNNNN`` in range order; its FDE timestamp is set
-   (the first file: its first transaction's; later ones: the previous file's last, as the local
-   writer's rotation does) and every file but the last gets the ROTATE to the next; then
-   ``binlog.index``, the meta store and ``state.json``.
+   → ``Shaper.from_history(history, range start)`` → ``dumper.encode_txn`` → one range file. It
+   returns a one-row summary (counts, restart points, broadcasts, each transaction's size and
+   timestamp).
+5. Driver (``layout``): replays the local writer's rotation over the sizes, writes each file's FDE
+   and ROTATE; tasks move range bytes to their final offsets (a range already in place is renamed);
+   then ``binlog.index``, the meta store and ``state.json``.
 
-File boundaries: a range file ends where its vtso range ends, not where the local writer's size
-rule rotates. With one range (the default when the input is smaller than ``max_file_size``) the
-files are identical to the local engine's; with several, the event streams without FDE/ROTATE are
-identical (``tests/test_spark_build.py``).
+The files are the local engine's, byte for byte, whatever the number of ranges and the rotation
+size (``tests/test_spark_build.py``). Ranges default to one per ``max_file_size`` of input; more
+(``--conf spark.gbinlog.ranges=N``) give more parallel writers.
 """
 
 from __future__ import annotations
@@ -48,8 +47,8 @@ HISTORY_KINDS = ("ddl_mark", "physical_ddl")
 SUMMARY = pa.schema([("rng", pa.int32()), ("txns", pa.int64()), ("written", pa.int64()), ("events", pa.int64()),
                      ("size", pa.int64()), ("first_ts", pa.int64()), ("last_ts", pa.int64()),
                      ("last_vtso", pa.string()), ("last_written_vtso", pa.string()), ("info", pa.string()),
-                     ("seconds", pa.float64())])
-SUMMARY_DDL = ", ".join(f"{f.name} {dict(int32='int', int64='long', string='string', double='double')[str(f.type)]}"
+                     ("sizes", pa.binary()), ("stamps", pa.binary()), ("seconds", pa.float64())])
+SUMMARY_DDL = ", ".join(f"{f.name} {dict(int32='int', int64='long', string='string', double='double', binary='binary')[str(f.type)]}"
                         for f in SUMMARY)
 TMP_DIR = ".spark-ranges"
 
@@ -82,6 +81,8 @@ class BuildResult:
     ranges: int = 1
     range_seconds: list[float] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    last_mark: tuple[str, int] | None = None
+    range_sizes: list[bytes] = field(default_factory=list)   # per range, its transactions' sizes (u32)
 
 
 # -- planning (driver) ----------------------------------------------------------------------------
@@ -166,6 +167,7 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
 
     from dumper.cluster import BROADCAST_KINDS
     from dumper.global_binlog import encode_txn, file_start
+    from gbinlog.spark_engine.layout import pack_u32
     from merger import merge
     from schema_shaper import Shaper, shape
 
@@ -186,6 +188,8 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
     last_of: dict[str, str] = {}
     broadcasts: list[list] = []
     prev_dns: list[str] | None = None
+    sizes: list[int] = []
+    stamps: list[int] = []
     pos = len(head)
     with open(path, "wb") as fh:
         fh.write(head)
@@ -209,6 +213,8 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
                     out += data
                     pos += len(data)
                     written += 1
+                    sizes.append(len(data))
+                    stamps.append(lt.timestamp)
                     events += _count_events(data)
                     if first_ts < 0:
                         first_ts = lt.timestamp
@@ -224,7 +230,7 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
     yield pa.RecordBatch.from_pylist([{
         "rng": rng, "txns": txns, "written": written, "events": events, "size": pos, "first_ts": first_ts,
         "last_ts": last_ts, "last_vtso": last_vtso, "last_written_vtso": last_written, "info": json.dumps(info),
-        "seconds": time.perf_counter() - t0}], schema=SUMMARY)
+        "sizes": pack_u32(sizes), "stamps": pack_u32(stamps), "seconds": time.perf_counter() - t0}], schema=SUMMARY)
 
 
 # -- the job (driver) -------------------------------------------------------------------------------
@@ -353,12 +359,17 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
                 reraise(exc)
         finally:
             shuffled.unpersist()
+        rows.sort(key=lambda r: r["rng"])
+        try:
+            check_members(rows, dns)
+            result = finish_files(spark, out, tmp, rows, server_id=server_id, server_version=server_version,
+                                  max_file_size=max_file_size)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        timings["files"] = time.perf_counter() - t0 - sum(timings.values())
     finally:
         if own:
             spark.stop()
-    rows.sort(key=lambda r: r["rng"])
-    check_members(rows, dns)
-    result = finish_files(out, tmp, rows, server_id=server_id, server_version=server_version)
     write_meta_and_state(out, rows, dns, server_ids, history, result, meta_store=meta_store, on_error=on_error,
                          settings={"server_id": server_id, "server_version": server_version,
                                    "max_file_size": max_file_size, "heartbeat_interval": heartbeat_interval})
@@ -389,39 +400,70 @@ def check_members(rows: list[dict], dns: Sequence[DnSpec]) -> None:
             check_broadcast_members(GlobalTxn(vtso, TxnKind.HEARTBEAT, [], branches), members, ended)
 
 
-def finish_files(out: Path, tmp: Path, rows: list[dict], *, server_id: int, server_version: str) -> BuildResult:
-    """Range files → ``binlog.NNNNNN`` in range order: FDE timestamps as the local writer's rotation
-    sets them, a ROTATE ending every file but the last, then ``binlog.index``."""
+def finish_files(spark, out: Path, tmp: Path, rows: list[dict], *, server_id: int, server_version: str,
+                 max_file_size: int) -> BuildResult:
+    """Range files → the local engine's ``binlog.NNNNNN`` (``layout``): the driver plans the files
+    and writes each FDE and ROTATE; a range already in place is renamed, the others are copied to
+    their offsets by tasks (in parallel); then fsync, ``binlog.index``."""
     from dumper.global_binlog import BASE, file_name, file_start, rotate_event, write_index
+    from gbinlog.spark_engine.layout import plan_files, unpack_u32
 
+    fde_len = len(file_start(server_id=server_id, server_version=server_version))
+    layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows],
+                        max_file_size=max_file_size, fde_len=fde_len, file_name=file_name)
     result = BuildResult(out, range_seconds=[r["seconds"] for r in rows])
-    kept = [r for r in rows if r["written"]]
-    prev_ts = None
-    for k, r in enumerate(kept):
-        name = file_name(k + 1)
-        src = tmp / f"range-{r['rng']:05d}"
-        fde_ts = r["first_ts"] if prev_ts is None else prev_ts
-        head = file_start(server_id=server_id, server_version=server_version, timestamp=fde_ts)
-        with open(src, "r+b") as fh:
-            fh.write(head)  # same length as the provisional FDE: only timestamp and CRC change
-            if k + 1 < len(kept):
-                fh.seek(r["size"])
-                fh.write(rotate_event(r["size"], file_name(k + 2), timestamp=r["last_ts"], server_id=server_id))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(src, out / name)
-        result.files.append(name)
-        prev_ts = r["last_ts"]
+    size_of = {r["rng"]: r["size"] for r in rows}
+    jobs: dict[int, list] = {}
+    for f in layout.files:
+        path = out / f.name
+        segs = f.segments
+        if len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len and segs[0].rel_end == size_of[segs[0].rng]:
+            os.replace(tmp / f"range-{segs[0].rng:05d}", path)   # already where it belongs
+        else:
+            with open(path, "wb") as fh:
+                fh.truncate(f.end)
+            for sg in segs:
+                jobs.setdefault(sg.rng, []).append((sg.rel_start, sg.rel_end, sg.file, sg.start))
+        with open(path, "r+b") as fh:
+            fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts))
+            if f.rotate_ts is not None:
+                nxt = file_name(int(f.name.rsplit(".", 1)[1]) + 1)
+                fh.seek(f.end)
+                fh.write(rotate_event(f.end, nxt, timestamp=f.rotate_ts, server_id=server_id))
+                fh.truncate()
+        result.files.append(f.name)
+    if jobs:
+        tasks = [(str(tmp / f"range-{rng:05d}"), str(out), segs) for rng, segs in sorted(jobs.items())]
+        try:
+            spark.sparkContext.parallelize(tasks, len(tasks)).map(_copy_task).collect()
+        except Exception as exc:
+            reraise(exc)
+    for name in result.files:
+        fd = os.open(out / name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     write_index(out, result.files, BASE)
-    shutil.rmtree(tmp, ignore_errors=True)
     result.txns = sum(r["txns"] for r in rows)
     result.written = sum(r["written"] for r in rows)
     result.events = sum(r["events"] for r in rows)
-    result.bytes = sum(r["size"] for r in kept) - sum(len(file_start(server_id=server_id,
-                                                                      server_version=server_version))
-                                                       for _ in kept)
+    result.bytes = sum(sum(unpack_u32(r["sizes"])) for r in rows)
     result.last_vtso = next((r["last_vtso"] for r in reversed(rows) if r["last_vtso"]), None)
+    result.last_mark = layout.last_mark
+    result.range_sizes = [r["sizes"] for r in rows]
     return result
+
+
+@in_task
+def _copy_task_gen(task) -> Iterator[int]:
+    from gbinlog.spark_engine.layout import copy_segments
+
+    yield copy_segments(*task)
+
+
+def _copy_task(task) -> int:
+    return next(_copy_task_gen(task))
 
 
 def write_meta_and_state(out: Path, rows: list[dict], dns: Sequence[DnSpec], server_ids: dict, history: list,
@@ -458,7 +500,7 @@ def write_meta_and_state(out: Path, rows: list[dict], dns: Sequence[DnSpec], ser
             if cluster_id is None:
                 cluster_id = vtso[:38]
     kept = [r for r in rows if r["written"]]
-    mark = BinlogMark(result.files[-1], kept[-1]["size"], kept[-1]["last_written_vtso"]) if kept else None
+    mark = BinlogMark(*result.last_mark, kept[-1]["last_written_vtso"]) if kept else None
     save_state(out, State(cluster_id=cluster_id, server_ids=server_ids,
                           storage_seqs={d.dn: d.storage_seq for d in dns}, last_vtso=result.last_vtso,
                           binlog=mark, restart=restart, heartbeat_dns=sorted(members), meta_store=meta_store,

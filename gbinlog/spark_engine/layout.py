@@ -1,0 +1,131 @@
+"""From range files to the local engine's files: same boundaries, same bytes.
+
+The writer tasks render each vtso range into a file of its own (events positioned as if that file
+were a binlog file: FDE first). The local writer instead rotates when a file reaches
+``max_file_size`` (``GlobalBinlog.append``: after the transaction that reaches it, ROTATE, the next
+file starts with an FDE stamped with that transaction's timestamp). Each writer reports the size and
+timestamp of every transaction it wrote, so the driver knows where the local writer would have put
+each one (``plan_files``, the rotation rule replayed over the sizes); tasks then copy every range's
+bytes to their final offsets (``relocate``: only ``log_pos`` and the CRC32 of each event depend on
+where a file starts), and the driver writes each file's FDE and ROTATE. A range whose bytes already
+sit where they belong (one range, one file) is renamed instead of copied.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_U32 = struct.Struct("<I")
+
+
+@dataclass
+class Segment:
+    """Bytes ``[rel_start, rel_end)`` of range file ``rng`` go to ``file`` at offset ``start``."""
+
+    rng: int
+    rel_start: int
+    rel_end: int
+    file: str
+    start: int
+
+
+@dataclass
+class FilePlan:
+    name: str
+    fde_ts: int
+    end: int = 0                   # where the ROTATE starts (or the file ends)
+    rotate_ts: int | None = None   # None: the last file, no ROTATE
+    segments: list[Segment] = field(default_factory=list)
+
+
+@dataclass
+class Layout:
+    files: list[FilePlan]
+    last_mark: tuple[str, int] | None   # end of the last written transaction (file, offset)
+
+
+def pack_u32(values: list[int]) -> bytes:
+    return array("I", values).tobytes()
+
+
+def unpack_u32(data: bytes) -> array:
+    a = array("I")
+    a.frombytes(data)
+    return a
+
+
+def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fde_len: int,
+               file_name) -> Layout:
+    """``ranges``: ``(rng, sizes, timestamps)`` of the written transactions of each range, in range
+    order (each range file starts with an FDE of ``fde_len`` bytes). The files the local writer
+    makes of the same transactions: it opens a file at the first written transaction (FDE stamped
+    with its timestamp), and after a transaction that takes the file to ``max_file_size`` or more
+    it ends the file with ROTATE and opens the next one (FDE stamped with that transaction's
+    timestamp) at once."""
+    files: list[FilePlan] = []
+    cur: FilePlan | None = None
+    pos = 0
+    last_mark = None
+    for rng, sizes, stamps in ranges:
+        rel = fde_len
+        seg: Segment | None = None
+        for size, ts in zip(sizes, stamps, strict=True):
+            if cur is None:
+                cur = FilePlan(file_name(len(files) + 1), ts)
+                files.append(cur)
+                pos = fde_len
+            if seg is None or seg.file != cur.name:
+                seg = Segment(rng, rel, rel, cur.name, pos)
+                cur.segments.append(seg)
+            seg.rel_end += size
+            rel += size
+            pos += size
+            cur.end = pos
+            last_mark = (cur.name, pos)
+            if pos >= max_file_size:
+                cur.rotate_ts = ts
+                cur = FilePlan(file_name(len(files) + 1), ts)
+                files.append(cur)
+                pos = cur.end = fde_len
+    return Layout(files, last_mark)
+
+
+def relocate(buf: bytearray, delta: int) -> None:
+    """Move a run of whole events by ``delta`` bytes: rewrite each ``log_pos`` and CRC32 in place."""
+    view = memoryview(buf)
+    pack, crc32 = _U32.pack_into, zlib.crc32
+    off, n = 0, len(buf)
+    while off < n:
+        size = int.from_bytes(view[off + 9:off + 13], "little")
+        end = off + size
+        if size < 23 or end > n:
+            raise ValueError(f"event of {size} bytes at {off} runs past the segment ({n} bytes)")
+        pack(buf, off + 13, int.from_bytes(view[off + 13:off + 17], "little") + delta)
+        pack(buf, end - 4, crc32(view[off:end - 4]))
+        off = end
+
+
+def copy_segments(src: str, out_dir: str, segments: list[tuple[int, int, str, int]]) -> int:
+    """Task: copy ``(rel_start, rel_end, file, start)`` pieces of range file ``src`` into the
+    (pre-sized) final files, relocated. Returns the bytes copied."""
+    done = 0
+    with open(src, "rb") as fh:
+        for rel_start, rel_end, name, start in segments:
+            fh.seek(rel_start)
+            buf = bytearray(fh.read(rel_end - rel_start))
+            if len(buf) != rel_end - rel_start:
+                raise ValueError(f"{src}: {len(buf)} bytes at {rel_start}, expected {rel_end - rel_start}")
+            if start != rel_start:
+                relocate(buf, start - rel_start)
+            fd = os.open(Path(out_dir, name), os.O_WRONLY)
+            try:
+                os.pwrite(fd, buf, start)
+            finally:
+                os.close(fd)
+            done += len(buf)
+    return done
