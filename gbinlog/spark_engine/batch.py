@@ -41,6 +41,7 @@ import pyarrow as pa
 
 from gbinlog.spark_engine.datasource import DnSpec, PartSpec, ReadPlan, partition_keys
 from gbinlog.spark_engine.errors import in_task, reraise
+from gbinlog.spark_engine.layout import finish_files
 
 # Marks and physical DDLs: the only rows the driver needs before shaping.
 HISTORY_KINDS = ("ddl_mark", "physical_ddl")
@@ -362,7 +363,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         rows.sort(key=lambda r: r["rng"])
         try:
             check_members(rows, dns)
-            result = finish_files(spark, out, tmp, rows, server_id=server_id, server_version=server_version,
+            result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id, server_version=server_version,
                                   max_file_size=max_file_size)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -398,72 +399,6 @@ def check_members(rows: list[dict], dns: Sequence[DnSpec]) -> None:
             ended = {dn for dn, last in last_of.items() if last < vtso}
             branches = [DnTxn(TxnKind.HEARTBEAT, dn, 0, "", Pos("", 0), vtso=vtso) for dn in names]
             check_broadcast_members(GlobalTxn(vtso, TxnKind.HEARTBEAT, [], branches), members, ended)
-
-
-def finish_files(spark, out: Path, tmp: Path, rows: list[dict], *, server_id: int, server_version: str,
-                 max_file_size: int) -> BuildResult:
-    """Range files → the local engine's ``binlog.NNNNNN`` (``layout``): the driver plans the files
-    and writes each FDE and ROTATE; a range already in place is renamed, the others are copied to
-    their offsets by tasks (in parallel); then fsync, ``binlog.index``."""
-    from dumper.global_binlog import BASE, file_name, file_start, rotate_event, write_index
-    from gbinlog.spark_engine.layout import plan_files, unpack_u32
-
-    fde_len = len(file_start(server_id=server_id, server_version=server_version))
-    layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows],
-                        max_file_size=max_file_size, fde_len=fde_len, file_name=file_name)
-    result = BuildResult(out, range_seconds=[r["seconds"] for r in rows])
-    size_of = {r["rng"]: r["size"] for r in rows}
-    jobs: dict[int, list] = {}
-    for f in layout.files:
-        path = out / f.name
-        segs = f.segments
-        if len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len and segs[0].rel_end == size_of[segs[0].rng]:
-            os.replace(tmp / f"range-{segs[0].rng:05d}", path)   # already where it belongs
-        else:
-            with open(path, "wb") as fh:
-                fh.truncate(f.end)
-            for sg in segs:
-                jobs.setdefault(sg.rng, []).append((sg.rel_start, sg.rel_end, sg.file, sg.start))
-        with open(path, "r+b") as fh:
-            fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts))
-            if f.rotate_ts is not None:
-                nxt = file_name(int(f.name.rsplit(".", 1)[1]) + 1)
-                fh.seek(f.end)
-                fh.write(rotate_event(f.end, nxt, timestamp=f.rotate_ts, server_id=server_id))
-                fh.truncate()
-        result.files.append(f.name)
-    if jobs:
-        tasks = [(str(tmp / f"range-{rng:05d}"), str(out), segs) for rng, segs in sorted(jobs.items())]
-        try:
-            spark.sparkContext.parallelize(tasks, len(tasks)).map(_copy_task).collect()
-        except Exception as exc:
-            reraise(exc)
-    for name in result.files:
-        fd = os.open(out / name, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    write_index(out, result.files, BASE)
-    result.txns = sum(r["txns"] for r in rows)
-    result.written = sum(r["written"] for r in rows)
-    result.events = sum(r["events"] for r in rows)
-    result.bytes = sum(sum(unpack_u32(r["sizes"])) for r in rows)
-    result.last_vtso = next((r["last_vtso"] for r in reversed(rows) if r["last_vtso"]), None)
-    result.last_mark = layout.last_mark
-    result.range_sizes = [r["sizes"] for r in rows]
-    return result
-
-
-@in_task
-def _copy_task_gen(task) -> Iterator[int]:
-    from gbinlog.spark_engine.layout import copy_segments
-
-    yield copy_segments(*task)
-
-
-def _copy_task(task) -> int:
-    return next(_copy_task_gen(task))
 
 
 def write_meta_and_state(out: Path, rows: list[dict], dns: Sequence[DnSpec], server_ids: dict, history: list,

@@ -17,8 +17,11 @@ import os
 import struct
 import zlib
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from gbinlog.spark_engine.errors import in_task, reraise
 
 _U32 = struct.Struct("<I")
 
@@ -129,3 +132,69 @@ def copy_segments(src: str, out_dir: str, segments: list[tuple[int, int, str, in
                 os.close(fd)
             done += len(buf)
     return done
+
+
+def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, server_id: int, server_version: str,
+                 max_file_size: int):
+    """Range files → the local engine's ``binlog.NNNNNN`` (``layout``): the driver plans the files
+    and writes each FDE and ROTATE; a range already in place is renamed, the others are copied to
+    their offsets by tasks (in parallel); then fsync, ``binlog.index``. Fills ``result`` (a
+    ``BuildResult``)."""
+    from dumper.global_binlog import BASE, file_name, file_start, rotate_event, write_index
+
+    fde_len = len(file_start(server_id=server_id, server_version=server_version))
+    layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows],
+                        max_file_size=max_file_size, fde_len=fde_len, file_name=file_name)
+    result.range_seconds = [r["seconds"] for r in rows]
+    size_of = {r["rng"]: r["size"] for r in rows}
+    jobs: dict[int, list] = {}
+    for f in layout.files:
+        path = out / f.name
+        segs = f.segments
+        if len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len and segs[0].rel_end == size_of[segs[0].rng]:
+            os.replace(tmp / f"range-{segs[0].rng:05d}", path)   # already where it belongs
+        else:
+            with open(path, "wb") as fh:
+                fh.truncate(f.end)
+            for sg in segs:
+                jobs.setdefault(sg.rng, []).append((sg.rel_start, sg.rel_end, sg.file, sg.start))
+        with open(path, "r+b") as fh:
+            fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts))
+            if f.rotate_ts is not None:
+                nxt = file_name(int(f.name.rsplit(".", 1)[1]) + 1)
+                fh.seek(f.end)
+                fh.write(rotate_event(f.end, nxt, timestamp=f.rotate_ts, server_id=server_id))
+                fh.truncate()
+        result.files.append(f.name)
+    if jobs:
+        tasks = [(str(tmp / f"range-{rng:05d}"), str(out), segs) for rng, segs in sorted(jobs.items())]
+        try:
+            spark.sparkContext.parallelize(tasks, len(tasks)).map(_copy_task).collect()
+        except Exception as exc:
+            reraise(exc)
+    for name in result.files:
+        fd = os.open(out / name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    write_index(out, result.files, BASE)
+    result.txns = sum(r["txns"] for r in rows)
+    result.written = sum(r["written"] for r in rows)
+    result.events = sum(r["events"] for r in rows)
+    result.bytes = sum(sum(unpack_u32(r["sizes"])) for r in rows)
+    result.last_vtso = next((r["last_vtso"] for r in reversed(rows) if r["last_vtso"]), None)
+    result.last_mark = layout.last_mark
+    result.range_sizes = [r["sizes"] for r in rows]
+    return result
+
+
+@in_task
+def _copy_task_gen(task) -> Iterator[int]:
+    from gbinlog.spark_engine.layout import copy_segments
+
+    yield copy_segments(*task)
+
+
+def _copy_task(task) -> int:
+    return next(_copy_task_gen(task))
