@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,7 +48,21 @@ def _pack(t: DnTxn) -> tuple:
             None if ctx is None else _ctx_key(ctx))
 
 
-def _work(conn, directory: str, dn_id: str, storage_seq: str, restart: tuple | None) -> None:
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this worker when the main process dies (Linux ``PR_SET_PDEATHSIG``): an orphaned
+    worker would block forever on its pipe and keep the main process's stdout/stderr open."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before the prctl
+        os._exit(1)
+
+
+def _work(conn, parent: int, directory: str, dn_id: str, storage_seq: str, restart: tuple | None) -> None:
+    _die_with_parent(parent)
     from extractor import extract
 
     try:
@@ -90,7 +105,7 @@ def worker_stream(directory: str | os.PathLike, dn_id: str, storage_seq: str,
     kinds = _KINDS
     mp = multiprocessing.get_context("fork")
     recv, send = mp.Pipe(duplex=False)
-    proc = mp.Process(target=_work, args=(send, str(Path(directory)), dn_id, storage_seq,
+    proc = mp.Process(target=_work, args=(send, os.getpid(), str(Path(directory)), dn_id, storage_seq,
                                           tuple(restart) if restart is not None else None),
                       name=f"gbinlog-extract-{dn_id}", daemon=True)
     proc.start()

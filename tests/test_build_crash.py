@@ -29,6 +29,7 @@ CONFIG = """\
 [build]
 max_file_size = "64KB"
 checkpoint_seconds = 0.05
+workers = {workers}
 """
 
 
@@ -42,13 +43,16 @@ def gbinlog_build(src: Path, out: Path, config: Path) -> list[str]:
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("crash")
     simulate("bank", 3, 1500, 41, root / "in", max_file_size=256 << 10)
-    config = root / "build.toml"
-    config.write_text(CONFIG)
+    configs = {}
+    for workers in ("true", "false"):
+        configs[workers] = root / f"build-{workers}.toml"
+        configs[workers].write_text(CONFIG.format(workers=workers))
     ref = root / "ref"
-    subprocess.run(gbinlog_build(root / "in", ref, config), check=True, capture_output=True, cwd=ROOT)
+    subprocess.run(gbinlog_build(root / "in", ref, configs["false"]), check=True, capture_output=True, cwd=ROOT,
+                   timeout=120)
     files = {p.name: p.read_bytes() for p in ref.glob("binlog.*")}
     assert len(files) >= 10
-    return root, config, files
+    return root, configs, files
 
 
 def output(out: Path) -> dict[str, bytes]:
@@ -56,7 +60,8 @@ def output(out: Path) -> dict[str, bytes]:
 
 
 def finish_and_check(root: Path, config: Path, out: Path, ref: dict[str, bytes]) -> None:
-    r = subprocess.run(gbinlog_build(root / "in", out, config), capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(gbinlog_build(root / "in", out, config), capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
     assert r.returncode == 0, r.stderr
     assert output(out) == ref
     report = verify(out, root / "in" / "truth.json")
@@ -65,8 +70,11 @@ def finish_and_check(root: Path, config: Path, out: Path, ref: dict[str, bytes])
 
 def test_sigkill_at_every_rotation_and_crash_point(setup, tmp_path):
     """Each run dies at its first rotation (alternately after the ROTATE, and after the next file
-    is started), with a half-written transaction or between fsync and state.json now and then."""
-    root, config, ref = setup
+    is started), with a half-written transaction or between fsync and state.json now and then.
+    DNs are extracted in worker processes here: they must die with the killed build (an orphan
+    would hold its pipes and the run would never end)."""
+    root, configs, ref = setup
+    config = configs["true"]
     out = tmp_path / "out"
     rng = random.Random(7)
     kills = {"rotated": 0, "opened": 0, "torn": 0, "checkpoint": 0}
@@ -79,7 +87,7 @@ def test_sigkill_at_every_rotation_and_crash_point(setup, tmp_path):
             point = "rotated" if run % 2 == 0 else "opened"
             at = f"{point}:1"
         r = subprocess.run(gbinlog_build(root / "in", out, config), capture_output=True, text=True, cwd=ROOT,
-                           env={**os.environ, "GBINLOG_CRASH_AT": at})
+                           env={**os.environ, "GBINLOG_CRASH_AT": at}, timeout=120)
         if r.returncode == 0:
             break
         assert r.returncode == -signal.SIGKILL, r.stderr
@@ -95,8 +103,9 @@ def test_sigkill_at_every_rotation_and_crash_point(setup, tmp_path):
 
 def test_sigkill_at_random_moments(setup, tmp_path):
     """≥ 20 SIGKILLs at random moments of the run (a fresh output directory whenever one
-    completes), every output ends identical to the uninterrupted build."""
-    root, config, ref = setup
+    completes), every output ends identical to the uninterrupted build (in-process extraction)."""
+    root, configs, ref = setup
+    config = configs["false"]
     rng = random.Random(11)
     landed = 0
     outs = 0
@@ -108,7 +117,7 @@ def test_sigkill_at_random_moments(setup, tmp_path):
         if proc.poll() is None:
             proc.kill()
             landed += 1
-        proc.wait()
+        proc.wait(timeout=120)
         err = proc.stderr.read().decode()
         proc.stderr.close()
         assert proc.returncode in (0, -signal.SIGKILL), err
