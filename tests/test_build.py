@@ -263,3 +263,13 @@ def test_disk_full_on_a_tiny_tmpfs(bigger, tmp_path):
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
         shutil.rmtree(mnt, ignore_errors=True)
+
+
+def test_progress_bar_and_summary(tmp_path):
+    """--progress forces the bar (normally only on a terminal): input bytes, txns, events, MB."""
+    src = ROOT / "fixtures" / "drift-2dn"
+    r = run_cli("build", *[f"--dn={d}" for d in dn_dirs(src)], f"--out={tmp_path / 'out'}", "--progress", check=True)
+    assert "build:" in r.stderr and "txns=" in r.stderr and "100%" in r.stderr, r.stderr[-500:]
+    assert r.stdout.startswith(f"built {tmp_path / 'out'}: 212 transactions (200 written")
+    r = run_cli("build", *[f"--dn={d}" for d in dn_dirs(src)], f"--out={tmp_path / 'out2'}", check=True)
+    assert r.stderr == ""  # not a terminal: no bar
