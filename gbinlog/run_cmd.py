@@ -156,6 +156,9 @@ def format_status(doc: dict) -> str:
     if doc.get("running"):
         run += f" (pid {doc.get('pid')}, up {doc.get('uptime_s', 0):.0f} s)"
     lines.append(f"gbinlog: {run}; output {doc.get('output', '?')}; endpoint {doc.get('endpoint') or '-'}")
+    if not doc.get("running") and doc.get("time"):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["time"]))
+        lines.append(f"  (figures below are from its last status, at {when})")
     if doc.get("error"):
         lines.append(f"  error: {doc['error']}")
     if doc.get("last_vtso"):
