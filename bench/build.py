@@ -1,6 +1,6 @@
 """End-to-end build speed and memory (issue 5, Must show 6). Not a test: prints numbers.
 
-    .venv/bin/python bench/build.py [--events 5000000] [--dns 4] [--dir /tmp/gbinlog-bench] [--workers N]
+    .venv/bin/python bench/build.py [--events 5000000] [--dns 4] [--dir /tmp/gbinlog-bench] [--workers auto|on|off]
 
 Input: the simulator's ``bank`` workload on ``--dns`` DNs, ``--events`` DN events in all, cached in
 ``--dir`` (generated once, a few minutes for 5M). Measured, each run in a fresh process:
@@ -8,7 +8,9 @@ Input: the simulator's ``bank`` workload on ``--dns`` DNs, ``--events`` DN event
 * ``cat`` of the same input bytes to /dev/null (the physical limit: reading the bytes once),
 * ``gbinlog build`` (local engine) of the 1× input (``--events``/5) and of the 5× input
   (``--events``): input events/s, input MB/s, output MB/s, the ratio to ``cat`` and peak RSS — which
-  must stay flat from 1× to 5×.
+  must stay flat from 1× to 5×. With extraction workers (``--workers on``; ``auto`` = on with more
+  than one CPU; the build's default is off) the RSS is the main process's and, separately, the
+  largest worker's.
 """
 
 from __future__ import annotations
@@ -39,26 +41,30 @@ def cat_seconds(root: Path) -> float:
     return time.perf_counter() - t0
 
 
-def measure(root: Path, out: Path, workers: int) -> None:
-    """Child process: one build, then its own peak RSS."""
+def measure(root: Path, out: Path, workers: str) -> None:
+    """Child process: one build, then its own peak RSS (and its workers' largest)."""
+    import resource
+
     from gbinlog.local_engine import Settings, build
 
     shutil.rmtree(out, ignore_errors=True)
-    settings = Settings(workers=workers) if workers else Settings()
+    settings = Settings(workers={"auto": None, "on": True, "off": False}[workers])
     t0 = time.perf_counter()
     r = build(dn_dirs(root), out, settings=settings)
     secs = time.perf_counter() - t0
+    worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(json.dumps({"seconds": secs, "txns": r.txns, "written": r.written, "out_events": r.events,
-                      "out_bytes": r.bytes, "files": len(r.files), "maxrss_mb": peak_rss_mb()}))
+                      "out_bytes": r.bytes, "files": len(r.files), "maxrss_mb": peak_rss_mb(),
+                      "worker_rss_mb": worker_rss}))
 
 
-def child(root: Path, out: Path, workers: int) -> dict:
+def child(root: Path, out: Path, workers: str) -> dict:
     res = subprocess.run([sys.executable, __file__, "--measure", str(root), "--out", str(out),
-                          "--workers", str(workers)], check=True, capture_output=True, text=True)
+                          "--workers", workers], check=True, capture_output=True, text=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def report(label: str, root: Path, out: Path, workers: int) -> dict:
+def report(label: str, root: Path, out: Path, workers: str) -> dict:
     events = int((root / "events.txt").read_text())
     in_bytes = sum(p.stat().st_size for p in input_files(root))
     t_cat = min(cat_seconds(root) for _ in range(3))
@@ -68,7 +74,8 @@ def report(label: str, root: Path, out: Path, workers: int) -> dict:
           f"{r['out_events']:,} events, {r['out_bytes'] / 1e6:,.0f} MB out in {r['files']} files")
     print(f"  build {secs:.2f} s = {events / secs:,.0f} events/s, {in_bytes / 1e6 / secs:,.1f} MB/s in, "
           f"{r['out_bytes'] / 1e6 / secs:,.1f} MB/s out; cat {t_cat:.3f} s ({in_bytes / 1e6 / t_cat:,.0f} MB/s): "
-          f"build/cat = {secs / t_cat:,.0f}×; peak RSS {r['maxrss_mb']:.0f} MB")
+          f"build/cat = {secs / t_cat:,.0f}×; peak RSS {r['maxrss_mb']:.0f} MB"
+          + (f" (+ largest worker {r['worker_rss_mb']:.0f} MB)" if r["worker_rss_mb"] > 1 else ""))
     return {"events": events, "seconds": secs, "rss": r["maxrss_mb"]}
 
 
@@ -77,7 +84,8 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=5_000_000)
     ap.add_argument("--dns", type=int, default=4)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gbinlog-bench"))
-    ap.add_argument("--workers", type=int, default=0, help="extraction worker processes (0: the default)")
+    ap.add_argument("--workers", choices=["auto", "on", "off"], default="off",
+                    help="extract each DN in a worker process (auto: with more than one CPU)")
     ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -25,7 +25,7 @@ meta_store = "meta.db"              # the shaper's meta store: a path (relative 
 checkpoint_seconds = 2.0            # how often state.json is written (after an fsync) …
 checkpoint_bytes = "64MB"           # … or after this much output
 on_error = "raise"                  # or "skip": shaping errors skip the block with a warning
-workers = true                      # extract each DN in a worker process (default: with > 1 CPU)
+workers = false                     # extract each DN in a worker process (default: off)
 engine = "local"                    # or "spark"
 """
 
@@ -108,7 +108,7 @@ class _Bar:
 @click.option("--master", help="Spark master URL (--engine spark; default local[*]).")
 @click.option("--conf", "confs", multiple=True, help="Spark setting k=v (--engine spark); repeatable.")
 @click.option("--workers/--no-workers", default=None,
-              help="Extract each DN in a worker process (default: when there is more than one CPU).")
+              help="Extract each DN in a worker process (default: off; see bench/build.py).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 def build_command(dns, out, config, max_file_size, server_id, server_version, meta_store, resume, engine, master,
                   confs, workers, progress) -> None:

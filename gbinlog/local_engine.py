@@ -79,8 +79,10 @@ class Settings:
     checkpoint_bytes: int = 64 << 20
     flush_seconds: float = 0.5
     on_error: str = "raise"
-    # DirDn inputs: extract each DN in its own worker process (None: when there is more than one CPU)
-    workers: bool | None = None
+    # DirDn inputs: extract each DN in its own worker process (None: when there is more than one
+    # CPU). Off by default: on this 2-CPU machine the pickling of transactions between processes
+    # costs about what the parallel extraction saves (bench/build.py --workers on|off).
+    workers: bool | None = False
 
     def output_settings(self) -> dict:
         return {"server_id": self.server_id, "server_version": self.server_version,
@@ -260,6 +262,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
         sizes = {d.dn_id: d for d in dns if isinstance(d, DirDn)}
         total_in = sum(d.total_bytes for d in sizes.values()) if len(sizes) == len(dns) else None
         done_in = {dn: 0 for dn in sizes}
+        track_input = total_in is not None and on_progress is not None
         progress = Progress(in_bytes_total=total_in)
         last_consumed = skip
         counts = dict(state.counts) if state else {}
@@ -275,7 +278,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
                        (state.binlog if state else None),
                        restart=dict(restart), heartbeat_dns=sorted(members), meta_store=meta_target,
                        settings=settings.output_settings(),
-                       counts={"txns": base["txns"] + result.txns, "written": base["written"] + result.written,
+                       counts={"txns": base["txns"] + result.txns, "written": base["written"] + binlog.txns_written,
                                "events": base["events"] + binlog.events_written,
                                "bytes": base["bytes"] + binlog.bytes_written})
             save_state(out, st)
@@ -316,7 +319,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             result.txns += 1
             if flush_each:
                 binlog.flush(fsync=False)
-            if total_in is not None:
+            if track_input:
                 for b in g.branches:
                     end = b.end
                     if end is not None and b.dn in sizes:
