@@ -106,17 +106,31 @@ def test_sigkill_at_random_moments(setup, tmp_path):
     completes), every output ends identical to the uninterrupted build (in-process extraction)."""
     root, configs, ref = setup
     config = configs["false"]
+    # how long a whole run takes here (start-up included): kills are spread over its second half,
+    # where the build works (the first half is mostly Python starting and importing)
+    t0 = time.perf_counter()
+    subprocess.run(gbinlog_build(root / "in", tmp_path / "timed", config), check=True, capture_output=True,
+                   cwd=ROOT, timeout=120)
+    t_full = time.perf_counter() - t0
     rng = random.Random(11)
     landed = 0
     outs = 0
     out = tmp_path / f"out{outs}"
+    states = {"no output yet": 0, "files, no state.json": 0, "files and state.json": 0}
     while landed < 20:
         proc = subprocess.Popen(gbinlog_build(root / "in", out, config), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, cwd=ROOT)
-        time.sleep(rng.uniform(0.25, 1.4))
+        time.sleep(rng.uniform(0.45, 1.0) * t_full)
         if proc.poll() is None:
             proc.kill()
             landed += 1
+            proc.wait(timeout=120)
+            if (out / "state.json").exists():
+                states["files and state.json"] += 1
+            elif output(out):
+                states["files, no state.json"] += 1
+            else:
+                states["no output yet"] += 1
         proc.wait(timeout=120)
         err = proc.stderr.read().decode()
         proc.stderr.close()
@@ -125,4 +139,5 @@ def test_sigkill_at_random_moments(setup, tmp_path):
             assert output(out) == ref
             outs += 1
             out = tmp_path / f"out{outs}"
+    assert states["files and state.json"] >= 5, states  # most kills hit a run that was writing
     finish_and_check(root, config, out, ref)
