@@ -194,13 +194,16 @@ def _spark_build(dn_dirs, out, settings, master, confs) -> None:
     try:
         result = spark_build(dn_dirs, out, server_id=settings.server_id, server_version=settings.server_version,
                              max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
-                             master=master, conf=list(confs), on_error=settings.on_error)
+                             meta_store=settings.meta_store, master=master, conf=list(confs),
+                             on_error=settings.on_error)
     except Exception as exc:
         from binlog.errors import BinlogError
         from dumper.global_binlog import DumperError
         from extractor.errors import OrderingError
+        from schema_shaper import ShapeError
 
-        if isinstance(exc, (DumperError, OrderingError, BinlogError)):
+        # the engine's own errors (no Java, a bad --conf, a failed task) are RuntimeErrors
+        if isinstance(exc, (DumperError, OrderingError, BinlogError, ShapeError, RuntimeError)):
             raise click.ClickException(str(exc)) from None
         raise
     click.echo(f"built {out} with spark: {getattr(result, 'txns', '?')} transactions, "
