@@ -64,10 +64,11 @@ def sint64() -> st.SearchStrategy[int]:
 def text(max_bytes: int, *, nul: bool = True) -> st.SearchStrategy[str]:
     """Any bytes (not only valid UTF-8) as the str the decoder gives back for them."""
     raw = st.binary(max_size=max_bytes)
-    if not nul:
+    chars = st.text(max_size=max_bytes // 4)
+    if not nul:  # a NUL-terminated field cannot hold a NUL
         raw = raw.map(lambda b: b.replace(b"\0", b""))
-    return st.one_of(raw.map(lambda b: b.decode("utf-8", "surrogateescape")),
-                     st.text(max_size=max_bytes // 4))
+        chars = chars.map(lambda s: s.replace("\0", ""))
+    return st.one_of(raw.map(lambda b: b.decode("utf-8", "surrogateescape")), chars)
 
 
 def sv_value(kind: str) -> st.SearchStrategy:
