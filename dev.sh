@@ -31,7 +31,7 @@ export PATH="$PWD/.venv/bin:/usr/sbin:$PATH"
 cmd=${1:-main}
 shift || true
 case "$cmd" in
-  main) exec gbinlog --help "$@" ;;
+  main) exec gbinlog demo "$@" ;;
   test) exec python -m pytest -q "$@" ;;
   *) echo "usage: ./dev.sh main | ./dev.sh test [pytest args]" >&2; exit 2 ;;
 esac
