@@ -13,6 +13,7 @@ Before sqlglot sees it the text loses leading comments and hints, PolarDB-X-only
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -428,6 +429,30 @@ def _action(action: exp.Expression, alter: AlterTable, charset: str) -> list[Cal
     raise ValueError(f"ALTER TABLE action {action.sql('mysql')!r} is not supported")
 
 
+_CONVERT = re.compile(rf"\s*alter\s+table\s+({_IDENT})(?:\s*\.\s*({_IDENT}))?\s+convert\s+to\s+"
+                      r"(?:character\s+set|charset)\s*=?\s*(\w+)(?:\s+collate\s*=?\s*(\w+))?\s*$", re.I)
+
+
+def _convert_charset(m: re.Match) -> AlterTable:
+    """``ALTER TABLE t CONVERT TO CHARACTER SET cs [COLLATE c]`` (sqlglot has no node for it): the
+    table's and every text column's character set change, and with them VARCHAR/CHAR byte lengths."""
+    a, b = m.group(1), m.group(2)
+    name: Name = (_unquote(a), _unquote(b)) if b else (None, _unquote(a))
+    charset = m.group(3).lower()
+    binary_collation = (m.group(4) or "").lower().endswith("_bin")
+
+    def convert(s: TableSchema) -> TableSchema:
+        cols = []
+        for c in s.columns:
+            if c.column.charset is not None and c.column.charset != 63:
+                dtype = exp.DataType.build(c.type_sql, dialect="mysql")
+                column = binlog_column(c.name, dtype, nullable=c.nullable, charset=charset, binary=binary_collation)
+                c = dataclasses.replace(c, column=column)
+            cols.append(c)
+        return dataclasses.replace(s, columns=tuple(cols), charset=charset)
+    return AlterTable(name, [convert])
+
+
 def _create_index(node: exp.Create) -> AlterTable:
     index = node.this
     table = _name_of(index.args["table"])
@@ -459,6 +484,9 @@ def _parse_ddl(sql: str, charset: str) -> Statement:
     verb = _DDL_VERB.match(text)
     if not verb:
         return Other(text.split(None, 1)[0].upper() if text.split() else "")
+    convert = _CONVERT.match(text)
+    if convert:
+        return _convert_charset(convert)
     if verb.group(1).lower() == "rename":
         if not _RENAME.match(text):
             return Other("RENAME")  # RENAME USER

@@ -142,6 +142,15 @@ def test_binlog_columns_equal_mariadb_table_map(mariadb_binlogged):
     written = next(m for m in maps if m.table == "all")
     assert [(c.type, c.meta) for c in written.columns] == model
     assert [c.nullable for c in written.columns] == [c.nullable for c in stmt.schema.binlog_columns()]
+    # CONVERT TO CHARACTER SET changes every text column's byte lengths.
+    convert = "ALTER TABLE `all` CONVERT TO CHARACTER SET latin1"
+    mariadb_binlogged.query(convert, "d")
+    mariadb_binlogged.query("INSERT INTO `all` (id) VALUES (2)", "d")
+    converted = parse_ddl(convert).apply(stmt.schema)
+    maps = [decode_table_map(ev.payload, ev.ctx) for path in mariadb_binlogged.binlog_files()
+            for ev in read_events(path) if ev.type_code == EventType.TABLE_MAP]
+    assert [(c.type, c.meta) for c in maps[-1].columns] == [(c.type, c.meta) for c in converted.binlog_columns()]
+    assert [(c.type, c.meta) for c in maps[-1].columns] != model
 
 
 def test_polardbx_clauses_are_stripped():
