@@ -1,14 +1,17 @@
 """The Spark engine (DESIGN.md §5): the same stage functions run as Spark jobs.
 
-* ``session``: a SparkSession with small-machine defaults (``spark_session``), ``--conf k=v``.
-* ``datasource``: the ``dnbinlog`` Python DataSource — DN binlog byte ranges in, Arrow batches of
-  DN transactions out (batch and streaming).
+* ``session``: a SparkSession with small-machine defaults (``spark_session``), ``--conf k=v``,
+  a clear error when Java is missing.
+* ``datasource``: the ``dnbinlog`` Python DataSource (batch: DN byte ranges in, Arrow batches of
+  DN transactions out; exact range partitioning keys); ``stream_source``: its streaming reader.
 * ``arrow_codec``: ``DnTxn`` ⇄ Arrow rows, exact round trip.
-* ``batch``: ``build(...)`` for ``gbinlog build --engine spark``.
-* ``streaming``: ``run(config, should_stop)`` for ``gbinlog run --engine spark``.
+* ``ranges``: DN byte ranges (``RangeSource``) and output vtso ranges from cheap TSO samples.
+* ``batch``: ``build(...)`` for ``gbinlog build --engine spark``; ``layout``: the local writer's
+  file boundaries over the range files.
+* ``streaming``: ``run(config, should_stop)`` / ``SparkLiveRunner`` for ``gbinlog run --engine spark``.
+* ``errors``: typed errors carried across the task boundary.
 
-Nothing here imports pyspark at module import time except ``session``/``datasource``/``batch``/
-``streaming`` themselves, so ``arrow_codec`` is usable (and testable) without a JVM.
+Importing this package does not import pyspark; ``build`` imports the engine on first call.
 """
 
 
