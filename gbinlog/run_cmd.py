@@ -58,8 +58,15 @@ def _logging(verbose: int) -> None:
 @click.command("run", cls=OneLineErrors)
 @click.option("--config", "config", type=str, default=None, metavar="FILE",
               help=f"cluster.toml [default: $GBINLOG_CONFIG or ./{DEFAULT_CONFIG}]")
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="spark: Structured Streaming over the DN binlog directories (pyspark, Java 17)")
+@click.option("--master", default=None, help="Spark master URL (--engine spark) [default: local[*]]")
+@click.option("--conf", "confs", multiple=True, metavar="K=V", help="Spark setting (--engine spark), repeatable")
+@click.option("--trigger", default=None, help="Spark micro-batch trigger, e.g. '500 milliseconds' "
+              "[default: as fast as possible]")
 @click.option("-v", "--verbose", count=True, help="-v info, -vv debug logging on stderr")
-def run_command(config: str | None, verbose: int) -> None:
+def run_command(config: str | None, engine: str, master: str | None, confs: tuple[str, ...],
+                trigger: str | None, verbose: int) -> None:
     """Run the live service: read every DN, merge, shape, write and serve the global binlog.
 
     SIGTERM / SIGINT stop it cleanly (flush, fsync, state.json); after a SIGKILL the next start
@@ -68,7 +75,13 @@ def run_command(config: str | None, verbose: int) -> None:
 
     _logging(verbose)
     cfg = _load("run", config)
-    runner = LiveRunner(cfg)
+    if engine == "spark":
+        from gbinlog.spark_engine.streaming import SparkLiveRunner
+        runner: LiveRunner = SparkLiveRunner(cfg, master=master, conf=list(confs), trigger=trigger)
+    else:
+        if master or confs or trigger:
+            fail("run", "--master, --conf and --trigger apply to --engine spark only")
+        runner = LiveRunner(cfg)
 
     def on_signal(signum: int, frame: object) -> None:
         runner.stop()

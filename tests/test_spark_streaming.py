@@ -1,9 +1,8 @@
 """Must show 3: ``gbinlog run --engine spark`` on the live simulator with a MariaDB replica.
 
 A live 3-DN bank cluster writes its DN binlog directories in real time; the Spark streaming service
-(a separate process: ``python -m gbinlog.spark_engine.streaming``, what ``gbinlog run --engine
-spark`` runs) reads them in micro-batches and serves the global binlog on its endpoint, where a real
-MariaDB replica is attached. The service is killed with SIGKILL in the middle of a ``foreachBatch``
+(a separate process: ``gbinlog run --engine spark``) reads them in micro-batches and serves the
+global binlog on its endpoint, where a real MariaDB replica is attached. The service is killed with SIGKILL in the middle of a ``foreachBatch``
 (after half of the batch's transactions were handed on) and restarted: Spark replays that batch
 with the same offsets, the sink drops what was written. At the end the replica's checksums equal
 the truth's, the bank total held on the replica throughout, the service stops cleanly on SIGTERM,
@@ -50,7 +49,7 @@ class SparkService:
     def start(self, env: dict | None = None) -> None:
         self.starts += 1
         jopts = fast_java_options()
-        cmd = [sys.executable, "-m", "gbinlog.spark_engine.streaming", "--config", str(self.config),
+        cmd = [sys.executable, "-m", "gbinlog.cli", "run", "--engine", "spark", "--config", str(self.config),
                "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2",
                "--conf", f"spark.driver.extraJavaOptions={jopts}", "--conf", "spark.driver.memory=1g"]
         with open(self.log, "ab") as fh:

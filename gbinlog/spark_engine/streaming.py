@@ -15,7 +15,7 @@ only (``graceful_stop``: reference/spark.md §5, a ``stop()`` inside ``foreachBa
 JVM StackOverflowError).
 
 Entry points: ``run(config, should_stop)`` and ``SparkLiveRunner`` (a drop-in for ``LiveRunner``);
-``python -m gbinlog.spark_engine.streaming --config cluster.toml`` runs it like ``gbinlog run``.
+``gbinlog run --engine spark --config cluster.toml`` runs it (gbinlog/run_cmd.py).
 """
 
 from __future__ import annotations
@@ -295,53 +295,3 @@ def run(config: Config, should_stop: Callable[[], bool] | None = None, *, master
     finally:
         runner.close()
     return runner
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m gbinlog.spark_engine.streaming --config FILE [--master URL] [--conf k=v]…
-    [--trigger '500 milliseconds']``: what ``gbinlog run --engine spark`` does."""
-    import argparse
-    import sys
-
-    from gbinlog.config import ConfigError, load
-    from gbinlog.live import ShutdownAbort
-
-    ap = argparse.ArgumentParser(prog="gbinlog run --engine spark")
-    ap.add_argument("--config", default=os.environ.get("GBINLOG_CONFIG", "cluster.toml"))
-    ap.add_argument("--master")
-    ap.add_argument("--conf", action="append", default=[])
-    ap.add_argument("--trigger")
-    ap.add_argument("-v", "--verbose", action="count", default=0)
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if not args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        cfg = load(args.config)
-    except ConfigError as exc:
-        print(f"gbinlog run: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    runner = SparkLiveRunner(cfg, master=args.master, conf=args.conf, trigger=args.trigger)
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, lambda signum, frame: runner.stop())
-    try:
-        try:
-            runner.start()
-        except RunError as exc:
-            print(f"gbinlog run: error: {exc}", file=sys.stderr)
-            sys.exit(2)
-        print(f"gbinlog run --engine spark: {len(cfg.dn)} DNs → {cfg.output.dir}; SIGTERM stops", file=sys.stderr)
-        try:
-            result = runner.run()
-        except ShutdownAbort as exc:
-            print(f"gbinlog run: stopped: {exc}", file=sys.stderr)
-            return
-        except Exception as exc:  # noqa: BLE001
-            print(f"gbinlog run: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-            sys.exit(1)
-        print(f"gbinlog run: stopped cleanly at {result.last_vtso} ({result.txns} txns this run)", file=sys.stderr)
-    finally:
-        runner.close()
-
-
-if __name__ == "__main__":
-    main()
