@@ -271,14 +271,10 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
         # ROTATE written, next file missing (or not indexed): start it as the writer would have.
         rot_ts = scan.after_marker[0][3]
         nxt = file_name(int(last.rsplit(".", 1)[1]) + 1, base)
-        head = file_start(server_id=server_id, server_version=server_version, timestamp=rot_ts)
-        with open(directory / nxt, "wb") as fh:
-            fh.write(head)
-            fh.flush()
-            os.fsync(fh.fileno())
+        rec.position = _start_file(directory / nxt, file_start(server_id=server_id, server_version=server_version,
+                                                               timestamp=rot_ts))
         files.append(nxt)
         rec.actions.append(f"{last} ends with ROTATE: started {nxt}")
-        rec.position = len(head)
     elif keep_end >= max_file_size and scan.last_marker is not None:
         # The txn that filled the file was written, its ROTATE was not: rotate now.
         nxt = file_name(int(last.rsplit(".", 1)[1]) + 1, base)
@@ -287,14 +283,10 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
             fh.write(rotate_event(keep_end, nxt, timestamp=ts, server_id=server_id))
             fh.flush()
             os.fsync(fh.fileno())
-        head = file_start(server_id=server_id, server_version=server_version, timestamp=ts)
-        with open(directory / nxt, "wb") as fh:
-            fh.write(head)
-            fh.flush()
-            os.fsync(fh.fileno())
+        rec.position = _start_file(directory / nxt, file_start(server_id=server_id, server_version=server_version,
+                                                               timestamp=ts))
         files.append(nxt)
         rec.actions.append(f"{last} is full ({keep_end} bytes) and had no ROTATE: rotated to {nxt}")
-        rec.position = len(head)
     else:
         rec.position = keep_end
     listed = list_index(directory, base)
@@ -314,3 +306,12 @@ def list_index(directory: Path, base: str = BASE) -> list[str] | None:
         return None
     return [os.path.basename(line.strip()) for line in index.read_text(encoding="ascii").splitlines()
             if line.strip()]
+
+
+def _start_file(path: Path, head: bytes) -> int:
+    """Write a new binlog file's magic + FDE, durably; its length is the next write position."""
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return len(head)

@@ -40,6 +40,33 @@ class FeedIdle(Exception):
     """The merge waits for this DN and a shutdown is pending (see ``DnFeed.stream``)."""
 
 
+def drain_feed(feed: object, idle_stop: Callable[[], bool] | None, *,
+               end_of_input_returns: bool) -> Iterator[DnTxn]:
+    """The items of a feed's ``queue`` until its ``_END``: blocks while the DN has nothing newer;
+    ``FeedIdle`` when ``idle_stop()`` says a pending shutdown need not wait; ``FeedStopped`` once
+    ``stopped`` (a recorded ``error`` wins). At ``_END`` of a finite input the iterator ends when
+    ``end_of_input_returns``; a feed whose input never ends (Spark's) counts it as stopped."""
+    get = feed.queue.get  # type: ignore[attr-defined]
+    while True:
+        try:
+            item = get(timeout=0.05)
+        except queue.Empty:
+            if feed.stopped.is_set():  # type: ignore[attr-defined]
+                if feed.error is not None:  # type: ignore[attr-defined]
+                    raise feed.error from None  # type: ignore[attr-defined]
+                raise FeedStopped(feed.dn_id) from None  # type: ignore[attr-defined]
+            if idle_stop is not None and idle_stop():
+                raise FeedIdle(feed.dn_id) from None  # type: ignore[attr-defined]
+            continue
+        if item is _END:
+            if feed.error is not None:  # type: ignore[attr-defined]
+                raise feed.error
+            if end_of_input_returns and not feed.stopped.is_set():  # type: ignore[attr-defined]
+                return
+            raise FeedStopped(feed.dn_id)  # type: ignore[attr-defined]
+        yield item
+
+
 class DnFeed:
     """One DN: source → Assembler (vtso, Sorter) → queue. ``stream()`` is what the merge reads."""
 
@@ -107,23 +134,7 @@ class DnFeed:
     def stream(self, idle_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
         """The DN's transactions for the merge (blocks while the DN has nothing newer). While it
         waits, ``idle_stop()`` true raises ``FeedIdle`` (a shutdown that need not wait)."""
-        get = self.queue.get
-        while True:
-            try:
-                item = get(timeout=0.05)
-            except queue.Empty:
-                if self.stopped.is_set():
-                    raise FeedStopped(self.dn_id) from None
-                if idle_stop is not None and idle_stop():
-                    raise FeedIdle(self.dn_id) from None
-                continue
-            if item is _END:
-                if self.error is not None:
-                    raise self.error
-                if self.stopped.is_set():
-                    raise FeedStopped(self.dn_id)
-                return
-            yield item
+        return drain_feed(self, idle_stop, end_of_input_returns=True)
 
     def stop(self) -> None:
         self.stopped.set()

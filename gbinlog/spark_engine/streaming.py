@@ -33,12 +33,11 @@ from typing import Any
 from extractor.model import DnTxn
 from gbinlog.config import Config, DnConfig
 from gbinlog.live import LiveRunner, RunError
-from gbinlog.live_feed import FeedIdle, FeedStopped
+from gbinlog.live_feed import _END, drain_feed
 
 log = logging.getLogger(__name__)
 CHECKPOINT_DIR = "spark-checkpoint"
 QUEUE_TXNS = 20_000
-_END = object()
 # Test hook: kill -9 this process in the middle of foreachBatch number N (after half its data).
 KILL_AT_BATCH_ENV = "GBINLOG_SPARK_KILL_AT_BATCH"
 
@@ -108,23 +107,7 @@ class SparkFeed:
     def stream(self, idle_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
         """As ``DnFeed.stream``: blocks while the DN has nothing newer; ``FeedIdle`` when a
         shutdown is pending and it waits, ``FeedStopped`` once stopped."""
-        get = self.queue.get
-        while True:
-            try:
-                item = get(timeout=0.05)
-            except queue.Empty:
-                if self.stopped.is_set():
-                    if self.error is not None:
-                        raise self.error from None
-                    raise FeedStopped(self.dn_id) from None
-                if idle_stop is not None and idle_stop():
-                    raise FeedIdle(self.dn_id) from None
-                continue
-            if item is _END:
-                if self.error is not None:
-                    raise self.error
-                raise FeedStopped(self.dn_id)
-            yield item
+        return drain_feed(self, idle_stop, end_of_input_returns=False)
 
     def stop(self) -> None:
         self.stopped.set()
