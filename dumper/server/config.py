@@ -26,7 +26,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dumper.server.protocol import native_password_hash
+from dumper.server.auth import PLUGINS, AuthConfigError, Credential
 
 DEFAULT_VERSION = "5.7.44-log"
 
@@ -53,6 +53,23 @@ class ServerConfig:
     gtid_mode: str = "OFF"
     handshake_timeout: float = 10.0
     base: str | None = None            # binlog base name; default: from the directory's *.index
+    # Auth and TLS (auth.py, tls.py): users' plugins (name -> plugin; default: what the stored hash
+    # says, else mysql_native_password), a certificate pair, made self-signed when tls_generate.
+    user_plugins: dict[str, str] = field(default_factory=dict)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_generate: bool = False
+    require_secure_transport: bool = False
+    # Limits (MySQL's names and errors; limits.py).
+    max_connections: int = 151
+    max_allowed_packet: int = 16 << 20
+    net_read_timeout: float = 30.0     # a packet started must be complete within this
+    wait_timeout: float = 28800.0      # an idle logged-in session (not a dump) is closed after this
+    query_workers: int = 2             # queries answered by at most this many threads at once
+    # Retention (retention.py): 0 = off. The newest file and files a connected replica reads stay.
+    expire_logs_seconds: float = 0.0
+    max_total_size: int = 0
+    retention_interval: float = 10.0
 
     def __post_init__(self) -> None:
         self.dir = Path(self.dir)
@@ -73,26 +90,42 @@ class ServerConfig:
             raise ConfigError(f"version {self.version!r} must start with '5.' or '10.'")
         if not 0 < self.server_id < 1 << 32:
             raise ConfigError("server_id must be in 1..4294967295 (replicas refuse a master id of 0)")
+        for name, plugin in self.user_plugins.items():
+            if plugin not in PLUGINS:
+                raise ConfigError(f"user {name!r}: unknown auth plugin {plugin!r} (known: {', '.join(PLUGINS)})")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("tls_cert and tls_key go together")
+        if self.require_secure_transport and self.tls_cert is None:
+            raise ConfigError("require_secure_transport needs tls_cert and tls_key (or tls_generate)")
+        for name, low in (("max_connections", 1), ("max_allowed_packet", 1024), ("query_workers", 1)):
+            if getattr(self, name) < low:
+                raise ConfigError(f"{name} must be at least {low}, got {getattr(self, name)}")
+        for name in ("net_read_timeout", "wait_timeout", "retention_interval"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        if self.expire_logs_seconds < 0 or self.max_total_size < 0:
+            raise ConfigError("expire_logs_seconds and max_total_size must be >= 0 (0 = off)")
+        self.credentials()
         return self
 
     @property
     def uuid(self) -> str:
         return self.server_uuid or f"00000000-0000-4000-8000-{self.server_id:012x}"
 
-    def password_hashes(self) -> dict[str, bytes]:
-        """name -> SHA1(SHA1(password)) (b"" for an empty password)."""
+    def credentials(self) -> dict[str, Credential]:
+        """name -> what the server checks a login against (hashes only; see auth.py)."""
         out = {}
-        for name, pw in self.users.items():
-            if len(pw) == 41 and pw.startswith("*"):
-                out[name] = bytes.fromhex(pw[1:])
-            else:
-                out[name] = native_password_hash(pw) if pw else b""
+        for name, secret in self.users.items():
+            try:
+                out[name] = Credential.from_config(secret, self.user_plugins.get(name))
+            except AuthConfigError as exc:
+                raise ConfigError(f"user {name!r}: {exc}") from None
         return out
 
 
 _KEYS = {"dir", "host", "port", "users", "admin", "admins", "server_id", "server_uuid", "version",
          "heartbeat_period", "poll_interval", "write_buffer", "read_chunk", "binlog_row_metadata",
-         "gtid_mode", "handshake_timeout", "base"}
+         "gtid_mode", "handshake_timeout", "base"}  # the old serve dialect
 
 
 def parse_user(text: str) -> tuple[str, str]:

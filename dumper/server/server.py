@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import re
+import ssl
 import struct
 import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from dumper.server import limits
 from dumper.server import protocol as p
+from dumper.server.auth import CACHING_SHA2, RsaKeys
 from dumper.server.binlogdir import BinlogDir
-from dumper.server.config import ServerConfig
+from dumper.server.config import ConfigError, ServerConfig
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+from dumper.server.login import login, session_log
 from dumper.server.queries import QueryHandler, Session
+from dumper.server.tls import TlsError, server_context
 
 log = logging.getLogger("gbinlog.serve")
 
@@ -37,18 +41,22 @@ COM_SET_OPTION = 0x1B
 COM_BINLOG_DUMP_GTID = 0x1E
 COM_RESET_CONNECTION = 0x1F
 
-_SCRAMBLE_CHARS = bytes(range(33, 127))
 _SLOW_QUERY = re.compile(r"\s*show\s+binlog\s+events\b", re.I)
+# Queries up to this size are answered on the event loop (microseconds); longer ones, and SHOW BINLOG
+# EVENTS (reads a file), by the bounded worker threads, so no session's query stalls another's.
+_INLINE_QUERY = 4096
 
 
 class _Connection:
-    __slots__ = ("session", "writer", "dump", "seq")
+    __slots__ = ("session", "writer", "dump", "seq", "secure", "peer_port")
 
-    def __init__(self, session: Session, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, session: Session, writer: asyncio.StreamWriter, peer_port: int = 0) -> None:
         self.session = session
         self.writer = writer
         self.dump: BinlogDump | None = None
         self.seq = 0
+        self.secure = False
+        self.peer_port = peer_port
 
     def send(self, payloads: list[bytes]) -> None:
         out = []
@@ -65,7 +73,18 @@ class BinlogServer:
         self.config = config.validate()
         self.bdir = BinlogDir(config.dir, config.base)
         self.queries = QueryHandler(self)
-        self._hashes = config.password_hashes()
+        self.credentials = config.credentials()
+        self.sha2_cache: dict[str, bytes] = {}   # caching_sha2 fast auth: user -> SHA256(SHA256(pw))
+        self._rsa: RsaKeys | None = None
+        self.tls_context: ssl.SSLContext | None = None
+        if config.tls_cert is not None and config.tls_key is not None:
+            try:
+                self.tls_context = server_context(Path(config.tls_cert), Path(config.tls_key),
+                                                  generate=config.tls_generate, hosts=(config.host,))
+            except TlsError as exc:
+                raise ConfigError(str(exc)) from None
+        self._query_slots: asyncio.Semaphore | None = None
+        self._open = 0                            # connections accepted and not yet closed
         self._conns: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._next_id = 1
@@ -78,6 +97,9 @@ class BinlogServer:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
+        self._query_slots = asyncio.Semaphore(self.config.query_workers)
+        if any(c.plugin == CACHING_SHA2 for c in self.credentials.values()):
+            self._rsa = await asyncio.to_thread(RsaKeys)
         self._server = await asyncio.start_server(self._on_connect, self.config.host, self.config.port,
                                                   reuse_address=True, backlog=256)
         self.port = self._server.sockets[0].getsockname()[1]
@@ -103,6 +125,11 @@ class BinlogServer:
             await self._server.wait_closed()
 
     # -- shared state ---------------------------------------------------------------------------------
+    def rsa_keys(self) -> RsaKeys:
+        if self._rsa is None:
+            self._rsa = RsaKeys()
+        return self._rsa
+
     def sessions(self) -> list[Session]:
         return [c.session for c in self._conns.values()]
 
@@ -146,10 +173,14 @@ class BinlogServer:
         conn_id = self._next_id
         self._next_id += 1
         peer = writer.get_extra_info("peername") or ("?", 0)
-        conn = _Connection(Session(conn_id, str(peer[0])), writer)
+        conn = _Connection(Session(conn_id, str(peer[0])), writer, int(peer[1]))
+        self._open += 1
         try:
+            if self._open > self.config.max_connections:
+                await limits.refuse_too_many(writer, str(peer[0]))
+                return
             writer.transport.set_write_buffer_limits(high=self.config.write_buffer)
-            ok = await asyncio.wait_for(self._handshake(conn, reader), self.config.handshake_timeout)
+            ok = await asyncio.wait_for(login(self, conn, reader), self.config.handshake_timeout)
             if ok:
                 self._conns[conn_id] = conn
                 await self._commands(conn, reader)
@@ -160,6 +191,7 @@ class BinlogServer:
         except Exception:  # a bug must not take the server down: log it, drop this client only
             log.exception("connection %d failed", conn_id)
         finally:
+            self._open -= 1
             self._conns.pop(conn_id, None)
             self._tasks.discard(task)
             writer.close()
@@ -168,38 +200,22 @@ class BinlogServer:
             except (Exception, asyncio.CancelledError):
                 pass
 
-    async def _handshake(self, conn: _Connection, reader: asyncio.StreamReader) -> bool:
-        scramble = bytes(random.choice(_SCRAMBLE_CHARS) for _ in range(20))
-        conn.send([p.handshake_v10(self.config.version, conn.session.conn_id, scramble)])
-        payload, seq = await p.read_packet(reader, limit=64 << 10)
-        conn.seq = (seq + 1) & 0xFF
-        resp = p.parse_handshake_response(payload)
-        auth = resp.auth
-        if resp.plugin not in (None, "", p.NATIVE_PLUGIN.decode()):
-            # e.g. a MySQL 8 client starting with caching_sha2_password: switch it to native.
-            conn.send([p.auth_switch_request(scramble)])
-            await conn.writer.drain()
-            auth, seq = await p.read_packet(reader, limit=1024)
-            conn.seq = (seq + 1) & 0xFF
-        user = resp.user
-        stored = self._hashes.get(user) if user else None
-        if not p.check_native_password(stored, scramble, auth):
-            using = "YES" if auth else "NO"
-            conn.send([p.err_packet(p.ER_ACCESS_DENIED, f"Access denied for user '{user}'@'"
-                                    f"{conn.session.host}' (using password: {using})", "28000")])
-            await conn.writer.drain()
-            log.info("connection %d: access denied for %r", conn.session.conn_id, user)
-            return False
-        conn.session.user = user
-        conn.session.admin = user in self.config.admins
-        conn.send([p.ok_packet(status=conn.session.status)])
-        await conn.writer.drain()
-        return True
-
     async def _commands(self, conn: _Connection, reader: asyncio.StreamReader) -> None:
         session = conn.session
+        cfg = self.config
         while True:
-            payload, seq = await p.read_packet(reader)
+            try:
+                payload, seq = await limits.read_command(reader, max_packet=cfg.max_allowed_packet,
+                                                         idle_timeout=cfg.wait_timeout,
+                                                         read_timeout=cfg.net_read_timeout)
+            except limits.PacketTooLarge as exc:
+                conn.seq = (exc.seq + 1) & 0xFF
+                conn.send([p.err_packet(p.ER_NET_PACKET_TOO_LARGE,
+                                        "Got a packet bigger than 'max_allowed_packet' bytes", "08S01")])
+                await conn.writer.drain()
+                session_log.info("conn=%d user=%s closed: packet of %d bytes > max_allowed_packet",
+                                 session.conn_id, session.user, exc.size)
+                return
             conn.seq = (seq + 1) & 0xFF
             if not payload:
                 raise p.ProtocolError("empty command packet")
@@ -207,12 +223,7 @@ class BinlogServer:
             if cmd == COM_QUIT:
                 return
             if cmd == COM_QUERY:
-                sql = payload[1:].decode("utf-8", "replace")
-                if _SLOW_QUERY.match(sql):
-                    # Reads a whole file: in a thread, so the dumps on this loop keep streaming.
-                    conn.send(await asyncio.to_thread(self.queries.handle, session, sql))
-                else:
-                    conn.send(self.queries.handle(session, sql))
+                conn.send(await self._query(session, payload))
             elif cmd in (COM_PING, COM_INIT_DB):
                 conn.send([p.ok_packet(status=session.status)])
             elif cmd == COM_RESET_CONNECTION:
@@ -238,6 +249,14 @@ class BinlogServer:
             else:
                 conn.send([p.err_packet(p.ER_UNKNOWN_COM, f"Unknown command {cmd}", "08S01")])
             await conn.writer.drain()
+
+    async def _query(self, session: Session, payload: bytes) -> list[bytes]:
+        sql = payload[1:].decode("utf-8", "replace")
+        if len(payload) <= _INLINE_QUERY and not _SLOW_QUERY.match(sql):
+            return self.queries.handle(session, sql)
+        assert self._query_slots is not None
+        async with self._query_slots:
+            return await asyncio.to_thread(self.queries.handle, session, sql)
 
     def _register_slave(self, session: Session, body: bytes) -> bytes:
         try:
