@@ -65,7 +65,7 @@ class ServerConfig:
     max_allowed_packet: int = 16 << 20
     net_read_timeout: float = 30.0     # a packet started must be complete within this
     wait_timeout: float = 28800.0      # an idle logged-in session (not a dump) is closed after this
-    query_workers: int = 2             # queries answered by at most this many threads at once
+    query_workers: int = 1             # queries answered by at most this many threads at once
     # Retention (retention.py): 0 = off. The newest file and files a connected replica reads stay.
     expire_logs_seconds: float = 0.0
     max_total_size: int = 0

@@ -57,6 +57,15 @@ async def _exactly(reader: asyncio.StreamReader, n: int, timeout: float) -> byte
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+async def _discard(reader: asyncio.StreamReader, n: int, timeout: float) -> None:
+    while n:
+        async with asyncio.timeout(timeout):
+            chunk = await reader.read(min(n, _READ))
+        if not chunk:
+            return
+        n -= len(chunk)
+
+
 async def read_command(reader: asyncio.StreamReader, *, max_packet: int, idle_timeout: float,
                        read_timeout: float) -> tuple[bytes, int]:
     """The next command packet (continuations joined) and the sequence id of its last part."""
@@ -71,6 +80,9 @@ async def read_command(reader: asyncio.StreamReader, *, max_packet: int, idle_ti
         seq = word >> 24
         total += n
         if total > max_packet:
+            # Read the rest of this packet away first: closing with unread bytes makes the kernel
+            # reset the connection, and the client would never see the error.
+            await _discard(reader, n, read_timeout)
             raise PacketTooLarge(total, seq)
         parts.append(await _exactly(reader, n, read_timeout))
         if n < p.MAX_PAYLOAD:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import ssl
 import struct
+import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,6 +48,16 @@ _SLOW_QUERY = re.compile(r"\s*show\s+binlog\s+events\b", re.I)
 # Queries up to this size are answered on the event loop (microseconds); longer ones, and SHOW BINLOG
 # EVENTS (reads a file), by the bounded worker threads, so no session's query stalls another's.
 _INLINE_QUERY = 4096
+_SWITCH_INTERVAL = 0.0005
+
+
+def _lower_priority() -> None:
+    """Query workers run at a lower OS priority than the event loop (Linux: per-thread nice), so a
+    busy worker does not take a CPU the loop needs for logins and dumps."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (OSError, AttributeError):
+        pass
 
 
 class _Connection:
@@ -83,7 +96,7 @@ class BinlogServer:
                                                   generate=config.tls_generate, hosts=(config.host,))
             except TlsError as exc:
                 raise ConfigError(str(exc)) from None
-        self._query_slots: asyncio.Semaphore | None = None
+        self._query_pool: ThreadPoolExecutor | None = None
         self._open = 0                            # connections accepted and not yet closed
         self._conns: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -97,7 +110,12 @@ class BinlogServer:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
-        self._query_slots = asyncio.Semaphore(self.config.query_workers)
+        self._query_pool = ThreadPoolExecutor(self.config.query_workers, thread_name_prefix="gbinlog-query",
+                                              initializer=_lower_priority)
+        # The loop thread waits for the GIL at each wake-up while query workers compute: a short
+        # switch interval (CPython's default is 5 ms) keeps those waits, and so logins and dump
+        # heartbeats, short (measured in tests/test_server_limits.py).
+        sys.setswitchinterval(min(sys.getswitchinterval(), _SWITCH_INTERVAL))
         if any(c.plugin == CACHING_SHA2 for c in self.credentials.values()):
             self._rsa = await asyncio.to_thread(RsaKeys)
         self._server = await asyncio.start_server(self._on_connect, self.config.host, self.config.port,
@@ -123,6 +141,8 @@ class BinlogServer:
             self._tasks.difference_update(tasks)
         if self._server is not None:
             await self._server.wait_closed()
+        if self._query_pool is not None:
+            self._query_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- shared state ---------------------------------------------------------------------------------
     def rsa_keys(self) -> RsaKeys:
@@ -223,7 +243,7 @@ class BinlogServer:
             if cmd == COM_QUIT:
                 return
             if cmd == COM_QUERY:
-                conn.send(await self._query(session, payload))
+                await self._query(conn, payload)
             elif cmd in (COM_PING, COM_INIT_DB):
                 conn.send([p.ok_packet(status=session.status)])
             elif cmd == COM_RESET_CONNECTION:
@@ -250,13 +270,24 @@ class BinlogServer:
                 conn.send([p.err_packet(p.ER_UNKNOWN_COM, f"Unknown command {cmd}", "08S01")])
             await conn.writer.drain()
 
-    async def _query(self, session: Session, payload: bytes) -> list[bytes]:
+    async def _query(self, conn: _Connection, payload: bytes) -> None:
         sql = payload[1:].decode("utf-8", "replace")
         if len(payload) <= _INLINE_QUERY and not _SLOW_QUERY.match(sql):
-            return self.queries.handle(session, sql)
-        assert self._query_slots is not None
-        async with self._query_slots:
-            return await asyncio.to_thread(self.queries.handle, session, sql)
+            conn.send(self.queries.handle(conn.session, sql))
+            return
+        assert self._loop is not None
+        data, conn.seq = await self._loop.run_in_executor(self._query_pool, self._answer_framed, conn.session,
+                                                          sql, conn.seq)
+        conn.writer.write(data)
+
+    def _answer_framed(self, session: Session, sql: str, seq: int) -> tuple[bytes, int]:
+        """A worker thread's whole job for one long query: answer it and frame the answer (a result
+        of 500,000 columns is as many packets: framing it on the loop would stall it too)."""
+        out = []
+        for payload in self.queries.handle(session, sql):
+            data, seq = p.frame(payload, seq)
+            out.append(data)
+        return b"".join(out), seq
 
     def _register_slave(self, session: Session, body: bytes) -> bytes:
         try:
