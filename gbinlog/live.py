@@ -221,15 +221,14 @@ class LiveRunner:
         self._restart = dict(state.restart) if state else {}
 
     def _start_endpoint(self) -> None:
-        from dumper.server import ServerConfig, start_in_thread
+        from dumper.server import ConfigError, start_in_thread
+        from gbinlog.endpoint_config import endpoint_config
         srv = self.cfg.server
-        users = {u.name: u.password for u in srv.users}
-        admins = frozenset(u.name for u in srv.users if u.admin)
         try:
-            self.endpoint = start_in_thread(ServerConfig(dir=self.out, host=srv.host, port=srv.port, users=users,
-                                                         admins=admins, server_id=srv.server_id,
-                                                         version=srv.version, poll_interval=0.02,
-                                                         base="binlog"))
+            self.endpoint = start_in_thread(endpoint_config(srv, self.cfg.output, directory=self.out, base="binlog",
+                                                            poll_interval=0.02))
+        except ConfigError as exc:   # e.g. a TLS pair that cannot be loaded or made
+            raise RunError(f"server: {exc}") from None
         except OSError as exc:
             raise RunError(f"server.port {srv.host}:{srv.port} cannot be used: {exc.strerror or exc}") from None
 

@@ -1,29 +1,14 @@
-"""Server configuration: a dataclass, filled from a TOML file and/or command-line options.
+"""The endpoint's runtime configuration: the dataclass ``BinlogServer`` runs with.
 
-TOML (top level or a ``[serve]`` table)::
-
-    dir = "/data/global"          # directory of binlog files (base name from its *.index)
-    host = "127.0.0.1"
-    port = 3307
-    server_id = 1                 # must differ from every replica's server_id
-    server_uuid = "…"             # default derived from server_id
-    version = "5.7.44-log"        # handshake and SELECT VERSION(); must start with 5. or 10.
-    admin = ["admin"]             # users allowed to PURGE BINARY LOGS
-    heartbeat_period = 0          # seconds; used when a client does not set @master_heartbeat_period
-    poll_interval = 0.05          # seconds between size checks of a growing file
-    write_buffer = 4194304        # bytes buffered per connection before waiting for the client
-    binlog_row_metadata = "FULL"  # what SHOW VARIABLES reports (pmr names columns only with FULL)
-    gtid_mode = "OFF"
-
-    [users]                       # or serve.users; name = "password" or name = "*<41-char hash>"
-    repl = "replpw"
+Config files are read by ``gbinlog`` (the ``[server]``/``[output]`` tables of ``gbinlog run``'s config,
+``gbinlog/endpoint_config.py``), which builds this; tests and the live runner build it directly.
+``users`` maps a name to a plain password (hashed at once), ``*HEX`` (mysql_native_password) or
+``$A$005$…`` (caching_sha2_password); the plain text is never kept (``credentials()``).
 """
 
 from __future__ import annotations
 
-import os
-import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dumper.server.auth import PLUGINS, AuthConfigError, Credential
@@ -121,46 +106,3 @@ class ServerConfig:
             except AuthConfigError as exc:
                 raise ConfigError(f"user {name!r}: {exc}") from None
         return out
-
-
-_KEYS = {"dir", "host", "port", "users", "admin", "admins", "server_id", "server_uuid", "version",
-         "heartbeat_period", "poll_interval", "write_buffer", "read_chunk", "binlog_row_metadata",
-         "gtid_mode", "handshake_timeout", "base"}  # the old serve dialect
-
-
-def parse_user(text: str) -> tuple[str, str]:
-    """``NAME:PASSWORD`` (the password may contain ':'; an empty one is allowed)."""
-    name, sep, password = text.partition(":")
-    if not sep or not name:
-        raise ConfigError(f"user {text!r}: expected NAME:PASSWORD")
-    return name, password
-
-
-def load_config(path: str | os.PathLike, **overrides: object) -> ServerConfig:
-    """Read a TOML file (keys at top level or under ``[serve]``); ``overrides`` win when not None."""
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
-    section = data.get("serve", data)
-    if "users" not in section and "users" in data:
-        section = {**section, "users": data["users"]}
-    unknown = set(section) - _KEYS - {"serve"}
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
-    kwargs: dict = {k: v for k, v in section.items() if k in _KEYS and k not in ("users", "admin", "admins")}
-    users = section.get("users", {})
-    if isinstance(users, list):
-        users = dict(parse_user(u) for u in users)
-    kwargs["users"] = {str(k): str(v) for k, v in users.items()}
-    admins = section.get("admins", section.get("admin", []))
-    kwargs["admins"] = frozenset([admins] if isinstance(admins, str) else admins)
-    cfg = ServerConfig(**kwargs)
-    return apply_overrides(cfg, **overrides)
-
-
-def apply_overrides(cfg: ServerConfig, **overrides: object) -> ServerConfig:
-    changes = {k: v for k, v in overrides.items() if v is not None and v != () and v != {}}
-    if "users" in changes:
-        changes["users"] = {**cfg.users, **changes["users"]}
-    if "admins" in changes:
-        changes["admins"] = frozenset(cfg.admins) | frozenset(changes["admins"])
-    return replace(cfg, **changes)
