@@ -317,7 +317,7 @@ def validate_server(srv: ServerConfig, *, need_users: bool = True) -> None:
     for i, u in enumerate(srv.users):
         if not u.name:
             raise ConfigError(f"server.users[{i}].name: must not be empty")
-        if names.count(u.name) > 1:
+        if u.name in names[:i]:
             raise ConfigError(f"server.users[{i}].name: {u.name!r} appears twice")
         if u.auth_plugin is not None and u.auth_plugin not in PLUGINS:
             raise ConfigError(f"server.users[{i}].auth_plugin: {u.auth_plugin!r} is not one of {', '.join(PLUGINS)}")
