@@ -135,6 +135,15 @@ def err_packet(code: int, message: str, sqlstate: str = "HY000") -> bytes:
             + message.encode("utf-8", "replace")[:1000])
 
 
+def error_text(payload: bytes) -> str:
+    """``ERROR <code>: <message>`` of an ERR payload (for logs)."""
+    if payload[:1] != b"\xff" or len(payload) < 3:
+        return "?"
+    code = struct.unpack_from("<H", payload, 1)[0]
+    msg = payload[9:] if payload[3:4] == b"#" else payload[3:]
+    return f"ERROR {code}: {msg.decode('utf-8', 'replace')}"
+
+
 def eof_packet(status: int = SERVER_STATUS_AUTOCOMMIT, warnings: int = 0) -> bytes:
     return b"\xfe" + struct.pack("<HH", warnings, status)
 

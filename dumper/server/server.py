@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from dumper.server import limits
+from dumper.server import limits, retention
 from dumper.server import protocol as p
 from dumper.server.auth import CACHING_SHA2, RsaKeys
 from dumper.server.binlogdir import BinlogDir
@@ -45,6 +45,7 @@ COM_BINLOG_DUMP_GTID = 0x1E
 COM_RESET_CONNECTION = 0x1F
 
 _SLOW_QUERY = re.compile(r"\s*show\s+binlog\s+events\b", re.I)
+_PURGE = re.compile(r"\s*purge\b", re.I)
 # Queries up to this size are answered on the event loop (microseconds); longer ones, and SHOW BINLOG
 # EVENTS (reads a file), by the bounded worker threads, so no session's query stalls another's.
 _INLINE_QUERY = 4096
@@ -98,6 +99,7 @@ class BinlogServer:
                 raise ConfigError(str(exc)) from None
         self._query_pool: ThreadPoolExecutor | None = None
         self._open = 0                            # connections accepted and not yet closed
+        self._background: set[asyncio.Future] = set()   # retention
         self._conns: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._next_id = 1
@@ -122,6 +124,8 @@ class BinlogServer:
                                                   reuse_address=True, backlog=256)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("serving %s on %s:%d", self.config.dir, self.config.host, self.port)
+        if retention.enabled(self):
+            self._background.add(asyncio.ensure_future(retention.retention_task(self)))
 
     async def serve_forever(self) -> None:
         assert self._server is not None
@@ -130,6 +134,10 @@ class BinlogServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background.clear()
         # A connection accepted just now has its task created but not yet started (so not yet in
         # _tasks): let it start, then cancel everything.
         await asyncio.sleep(0)
@@ -273,7 +281,12 @@ class BinlogServer:
     async def _query(self, conn: _Connection, payload: bytes) -> None:
         sql = payload[1:].decode("utf-8", "replace")
         if len(payload) <= _INLINE_QUERY and not _SLOW_QUERY.match(sql):
-            conn.send(self.queries.handle(conn.session, sql))
+            answer = self.queries.handle(conn.session, sql)
+            if _PURGE.match(sql):
+                s = conn.session
+                session_log.info("%s by user=%s from=%s conn=%d: %s", " ".join(sql.split()), s.user, s.host,
+                                 s.conn_id, "ok" if answer[0][:1] == b"\0" else p.error_text(answer[0]))
+            conn.send(answer)
             return
         assert self._loop is not None
         data, conn.seq = await self._loop.run_in_executor(self._query_pool, self._answer_framed, conn.session,
