@@ -29,6 +29,7 @@ from typing import Any
 
 from gbinlog.config import (
     ConfigError,
+    MetricsConfig,
     OutputConfig,
     ServerConfig,
     UserConfig,
@@ -83,8 +84,9 @@ def _is_legacy(data: dict[str, Any]) -> bool:
     return "server" not in data and "output" not in data and "dn" not in data and bool(data)
 
 
-def load_serve_file(path: Path, directory: Path | None = None) -> tuple[ServerConfig, OutputConfig]:
-    """The ``[server]`` and ``[output]`` tables of ``path`` (``directory`` stands in for output.dir)."""
+def load_serve_file(path: Path, directory: Path | None = None) -> tuple[ServerConfig, OutputConfig, MetricsConfig]:
+    """The ``[server]``, ``[output]`` and ``[metrics]`` tables of ``path`` (``directory`` stands in for
+    output.dir)."""
     data = read_toml(path)
     base = path.resolve().parent
     try:
@@ -92,7 +94,7 @@ def load_serve_file(path: Path, directory: Path | None = None) -> tuple[ServerCo
             if directory is not None:
                 data.setdefault("output", {})["dir"] = str(directory)
             cfg = from_dict(data, base=base, path=path)
-            return cfg.server, cfg.output
+            return cfg.server, cfg.output, cfg.metrics
         names: dict[str, str] = {}
         if _is_legacy(data):
             data, names = _legacy(data)
@@ -108,10 +110,13 @@ def load_serve_file(path: Path, directory: Path | None = None) -> tuple[ServerCo
                 raise ConfigError("output.dir: required (or give --dir)")
             server = _table(_as_table(data.get("server", {}), "server"), ServerConfig, "server", base)
             output = _table(_as_table(out_data, "output"), OutputConfig, "output", base)
+            metrics = _table(_as_table(data.get("metrics", {}), "metrics"), MetricsConfig, "metrics", base)
         except ConfigError as exc:
             raise ConfigError(_old_name(str(exc), names)) from None
         validate_retention(output)
-        return server, output
+        if not 0 <= metrics.port <= 65535:
+            raise ConfigError(f"metrics.port: port must be 0..65535, got {metrics.port}")
+        return server, output, metrics
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 

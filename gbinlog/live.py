@@ -231,6 +231,7 @@ class LiveRunner:
             raise RunError(f"server: {exc}") from None
         except OSError as exc:
             raise RunError(f"server.port {srv.host}:{srv.port} cannot be used: {exc.strerror or exc}") from None
+        self.metrics.watch_endpoint(self.endpoint.server)
 
     # -- DN feeds -----------------------------------------------------------------------------------
     def _feed(self, dn: DnConfig) -> DnFeed:
@@ -428,11 +429,7 @@ class LiveRunner:
         last = p.last_vtso if p is not None else None
         lag = round(now_ms - (int(last[:19]) >> 22)) if last else None
         merge = self.merge
-        replicas = []
-        if self.endpoint is not None:
-            for d in self.endpoint.server.dumps():
-                replicas.append({"server_id": d.request.server_id, "host": d.session.host, "user": d.session.user,
-                                 "file": d.file, "pos": d.position, "bytes_sent": d.bytes_sent})
+        replicas = self.endpoint.server.replica_stats() if self.endpoint is not None else []
         out_events = p.events if p is not None else 0
         return {
             "pid": os.getpid(), "time": round(time.time(), 3), "uptime_s": round(time.time() - self.started_at, 1),

@@ -53,6 +53,11 @@ class Metrics:
             (counter.labels(key) if key is not None else counter).inc(total - seen)
             self._seen[(counter._name, key or "")] = total
 
+    def watch_endpoint(self, server: Any) -> None:
+        """Per-replica gauges of the endpoint (gbinlog/replica_metrics.py)."""
+        from gbinlog.replica_metrics import register
+        register(self.registry, server)
+
     def serve(self, host: str, port: int) -> None:
         """Expose ``/metrics`` on ``host:port`` (raises ``OSError`` when the port is taken)."""
         self._server = start_http_server(port, addr=host, registry=self.registry)

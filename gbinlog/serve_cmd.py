@@ -51,27 +51,33 @@ def setup_logging(verbose: int, log_file: Path | None) -> None:
 @click.option("--version-string", "version", help="Handshake / SELECT VERSION() (default 5.7.44-log).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path),
               help="TOML with the [server] (and [output]) tables of gbinlog run's config; options win.")
+@click.option("--metrics-port", type=int, help="Prometheus /metrics of the replicas on this port (0 = off; "
+              "or [metrics] port in --config).")
 @click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the session log (logins, dumps, PURGE) to this file.")
 @click.option("-v", "--verbose", count=True, help="-v: session log on stderr (info); -vv debug.")
 def serve_command(directory: Path | None, port: int | None, host: str | None, users: tuple[str, ...],
                   admins: tuple[str, ...], server_id: int | None, version: str | None,
-                  config_file: Path | None, log_file: Path | None, verbose: int) -> None:
+                  config_file: Path | None, metrics_port: int | None, log_file: Path | None, verbose: int) -> None:
     """Serve a directory of binlog files over the MySQL replication protocol: replicas attach with
     CHANGE MASTER TO ... MASTER_LOG_FILE='binlog.000001', MASTER_LOG_POS=4, MASTER_USE_GTID=no;
     mysqlbinlog --read-from-remote-server and python-mysql-replication read it too."""
     from dumper.server import ConfigError as EndpointConfigError
     from dumper.server import serve
-    from gbinlog.config import ConfigError, OutputConfig, ServerConfig
+    from gbinlog.config import ConfigError, MetricsConfig, OutputConfig, ServerConfig
     from gbinlog.endpoint_config import apply_cli, endpoint_config, load_serve_file
 
     try:
         if config_file is not None:
-            srv, out = load_serve_file(config_file, directory)
+            srv, out, metrics = load_serve_file(config_file, directory)
         else:
             if directory is None:
                 raise ConfigError("--dir is required (or output.dir in --config)")
-            srv, out = ServerConfig(port=3306), OutputConfig(dir=directory)
+            srv, out, metrics = ServerConfig(port=3306), OutputConfig(dir=directory), MetricsConfig()
+        if metrics_port is not None:
+            if not 0 <= metrics_port <= 65535:
+                raise ConfigError(f"--metrics-port: must be 0..65535, got {metrics_port}")
+            metrics = MetricsConfig(host=metrics.host, port=metrics_port)
         srv = apply_cli(srv, port=port, host=host, server_id=server_id, version=version, users=users,
                         admins=admins)
         if not out.dir.is_dir():
@@ -83,6 +89,13 @@ def serve_command(directory: Path | None, port: int | None, host: str | None, us
     setup_logging(verbose, log_file)
 
     def ready(server) -> None:
+        if metrics.port:
+            from prometheus_client import CollectorRegistry, start_http_server
+
+            from gbinlog.replica_metrics import register
+            registry = CollectorRegistry()
+            register(registry, server)
+            start_http_server(metrics.port, addr=metrics.host, registry=registry)
         click.echo(f"gbinlog serve: {cfg.dir} listening on {cfg.host}:{server.port}", err=True)
 
     try:

@@ -142,11 +142,11 @@ def test_serve_reads_the_server_table_of_a_run_config(tmp_path):
     (tmp_path / "cluster.toml").write_text(text)
     run_cfg = load(tmp_path / "cluster.toml")
     a = endpoint_config(run_cfg.server, run_cfg.output)
-    b = endpoint_config(*load_serve_file(tmp_path / "cluster.toml"))
+    b = endpoint_config(*load_serve_file(tmp_path / "cluster.toml")[:2])
     assert a == b
     assert (b.max_connections, b.admins, b.user_plugins, b.expire_logs_seconds, b.max_total_size) == \
         (7, frozenset({"repl"}), {"m": "caching_sha2_password"}, 3600.0, 1 << 30)
     # Only the two tables also work, with --dir standing in for output.dir.
     (tmp_path / "serve.toml").write_text('[server]\nport = 0\nusers = [{ name = "r", password = "p" }]\n')
-    srv, out = load_serve_file(tmp_path / "serve.toml", sample.dir)
+    srv, out, _ = load_serve_file(tmp_path / "serve.toml", sample.dir)
     assert (out.dir, srv.users[0].name) == (sample.dir, "r")

@@ -377,7 +377,7 @@ def test_config_file_and_cli(tmp_path):
     cfg_file.write_text(f'[serve]\ndir = "{sample.dir}"\nport = 0\nserver_id = 9\nadmin = ["{ADMIN}"]\n'
                         f'[serve.users]\n{USER} = "{PASSWORD}"\n{ADMIN} = "{ADMIN_PASSWORD}"\n')
     # The old serve dialect ([serve] / top-level keys) is read through the [server] schema.
-    cfg = endpoint_config(*load_serve_file(cfg_file))
+    cfg = endpoint_config(*load_serve_file(cfg_file)[:2])
     assert (cfg.server_id, cfg.users, cfg.admins) == (9, USERS, frozenset({ADMIN}))
     with pytest.raises(GbConfigError, match="prot: unknown key"):
         bad = tmp_path / "bad.toml"

@@ -55,6 +55,7 @@ class ServerConfig:
     expire_logs_seconds: float = 0.0
     max_total_size: int = 0
     retention_interval: float = 10.0
+    stats_interval: float = 1.0        # per-replica figures (replicas.py) are sampled this often
 
     def __post_init__(self) -> None:
         self.dir = Path(self.dir)
@@ -85,7 +86,7 @@ class ServerConfig:
         for name, low in (("max_connections", 1), ("max_allowed_packet", 1024), ("query_workers", 1)):
             if getattr(self, name) < low:
                 raise ConfigError(f"{name} must be at least {low}, got {getattr(self, name)}")
-        for name in ("net_read_timeout", "wait_timeout", "retention_interval"):
+        for name in ("net_read_timeout", "wait_timeout", "retention_interval", "stats_interval"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
         if self.expire_logs_seconds < 0 or self.max_total_size < 0:

@@ -28,6 +28,7 @@ from dumper.server.config import ConfigError, ServerConfig
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
 from dumper.server.login import login, session_log
 from dumper.server.queries import QueryHandler, Session
+from dumper.server.replicas import ReplicaStats
 from dumper.server.tls import TlsError, server_context
 
 log = logging.getLogger("gbinlog.serve")
@@ -99,7 +100,8 @@ class BinlogServer:
                 raise ConfigError(str(exc)) from None
         self._query_pool: ThreadPoolExecutor | None = None
         self._open = 0                            # connections accepted and not yet closed
-        self._background: set[asyncio.Future] = set()   # retention
+        self._background: set[asyncio.Future] = set()   # retention, replica figures
+        self.stats = ReplicaStats(self, config.stats_interval)
         self._conns: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._next_id = 1
@@ -126,6 +128,7 @@ class BinlogServer:
         log.info("serving %s on %s:%d", self.config.dir, self.config.host, self.port)
         if retention.enabled(self):
             self._background.add(asyncio.ensure_future(retention.retention_task(self)))
+        self._background.add(asyncio.ensure_future(self.stats.run()))
 
     async def serve_forever(self) -> None:
         assert self._server is not None
@@ -167,6 +170,18 @@ class BinlogServer:
 
     def dumps(self) -> list[BinlogDump]:
         return [c.dump for c in self._conns.values() if c.dump is not None]
+
+    def connections(self) -> list[_Connection]:
+        return list(self._conns.values())
+
+    def replica_stats(self) -> list[dict]:
+        """Per connected replica (dump): server_id, user, host, port, tls, file, pos, bytes_sent,
+        bytes_per_s, seconds_behind_head… as of the last sample (``stats_interval``). Any thread."""
+        return list(self.stats.snapshot)
+
+    def disk_usage(self) -> tuple[int, int]:
+        """(files, bytes) of the served binlog files."""
+        return retention.disk_usage(self)
 
     def notify(self) -> None:
         """Wake dumps waiting at the end of the newest file (a writer in this process appended).
@@ -330,6 +345,10 @@ class BinlogServer:
         dump = BinlogDump(self, conn.session, conn.writer, request)
         dump.seq = conn.seq
         conn.dump = dump
+        s = conn.session
+        session_log.info("dump start conn=%d user=%s from=%s:%d server_id=%d at %s:%d tls=%s", s.conn_id, s.user,
+                         s.host, conn.peer_port, request.server_id, request.file, request.position,
+                         "yes" if conn.secure else "no")
         # The client sends nothing during a dump; a read returning means it closed (or quit): stop.
         dump_task = asyncio.ensure_future(dump.run())
         gone = asyncio.ensure_future(reader.read(1))
@@ -343,6 +362,9 @@ class BinlogServer:
                     t.cancel()
             await asyncio.gather(dump_task, gone, return_exceptions=True)
             conn.dump = None
+            session_log.info("dump stop conn=%d user=%s server_id=%d at %s:%d (%d events, %d bytes sent)",
+                             s.conn_id, s.user, request.server_id, dump.file, dump.position, dump.events_sent,
+                             dump.bytes_sent)
 
 
 # -- running it ---------------------------------------------------------------------------------------
