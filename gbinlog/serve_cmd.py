@@ -109,3 +109,17 @@ def serve_command(directory: Path | None, port: int | None, host: str | None, us
 
 
 COMMANDS: list[click.Command] = [serve_command]
+
+
+@click.command("hash-password", cls=OneLineErrors)
+@click.option("--plugin", type=click.Choice(["caching_sha2_password", "mysql_native_password"]),
+              default="caching_sha2_password", show_default=True)
+@click.password_option("--password", prompt="Password", help="Read from a prompt when not given.")
+def hash_password_command(plugin: str, password: str) -> None:
+    """Print the stored form of a password for server.users (MySQL's authentication_string:
+    $A$005$… for caching_sha2_password, *HEX for mysql_native_password)."""
+    from dumper.server.auth import caching_sha2_hash, native_hash
+    click.echo(caching_sha2_hash(password) if plugin == "caching_sha2_password" else native_hash(password))
+
+
+COMMANDS.append(hash_password_command)

@@ -10,8 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import re
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -229,6 +233,23 @@ def test_plain_connection_refused_when_secure_transport_is_required(tmp_path):
         assert exc2.value.args[0] == 3159
         pymysql.connect(host="127.0.0.1", port=h.port, user=USER, password=PASSWORD,
                         ssl={"ca": str(tmp_path / "c.pem")}).close()
+
+
+def test_hash_password_output_is_a_working_stored_form(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "gbinlog")
+    stored = {}
+    for plugin in ("caching_sha2_password", "mysql_native_password"):
+        out = subprocess.run([exe, "hash-password", "--plugin", plugin, "--password", SHA2_PASSWORD],
+                             capture_output=True, text=True, check=True)
+        stored[plugin] = out.stdout.strip()
+    assert stored["mysql_native_password"] == native_hash(SHA2_PASSWORD)
+    assert re.fullmatch(r"\$A\$005\$[./0-9A-Za-z]{63}", stored["caching_sha2_password"])
+    sample = write_sample_binlog(tmp_path / "bl", txns=3, files=1)
+    users = {"a": stored["caching_sha2_password"], "b": stored["mysql_native_password"]}
+    with start_in_thread(ServerConfig(dir=sample.dir, users=users)) as h:
+        for user in users:
+            pymysql.connect(host="127.0.0.1", port=h.port, user=user, password=SHA2_PASSWORD).close()
+    assert SHA2_PASSWORD not in repr(ServerConfig(users=users).credentials())
 
 
 def test_missing_certificate_is_a_config_error(tmp_path):

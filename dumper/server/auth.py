@@ -91,8 +91,9 @@ def sha256_crypt(password: bytes, salt: bytes, rounds: int = 5000) -> str:
 def caching_sha2_hash(password: str, salt: bytes | None = None) -> str:
     """The ``$A$005$…`` string MySQL stores for a caching_sha2_password user."""
     if salt is None:
-        # MySQL's salt: 7-bit, never NUL or '$'.
-        salt = bytes(((b & 0x7F) or 1) + ((b & 0x7F) == 0x24) for b in secrets.token_bytes(SHA2_SALT_LEN))
+        # MySQL's salts are any 7-bit bytes but NUL and '$'; ours keep to crypt's 64 characters, so the
+        # string can be pasted into a TOML file as it is.
+        salt = "".join(secrets.choice(_B64) for _ in range(SHA2_SALT_LEN)).encode("ascii")
     return f"{SHA2_PREFIX}005${salt.decode('ascii')}{sha256_crypt(password.encode('utf-8'), salt)}"
 
 
