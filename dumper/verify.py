@@ -271,7 +271,7 @@ def _same(type_text: str, got: Any, want: Any) -> bool:
 
 
 def _check_truth(ck: _Checker, truth: dict) -> None:
-    from simulator.values import decode_value
+    from binlog.json_values import decode_value
 
     schemas = truth["logical_schemas"]
     expected = [t for t in truth["txns"] if t["kind"] in ("dml", "ddl")]
