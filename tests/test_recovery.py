@@ -50,6 +50,7 @@ def materialize(directory, files: dict[str, bytes], index: list[str] | None = No
     (directory / "binlog.index").write_text("".join(f"./{n}\n" for n in names))
 
 
+@pytest.mark.slow
 def test_cut_anywhere_then_resume_gives_identical_bytes(tmp_path, reference):
     """The crash stopped the writer after N bytes of the whole output (files written in order):
     every prefix of the last file, incl. mid-FDE, mid-event and mid-ROTATE, at 60 random cuts and
