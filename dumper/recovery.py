@@ -312,3 +312,48 @@ def _start_file(path: Path, head: bytes) -> int:
         fh.flush()
         os.fsync(fh.fileno())
     return len(head)
+
+
+@dataclass(slots=True)
+class SpanCounts:
+    """What a stretch of the global binlog holds: transactions (CTS markers), events (FDE and
+    ROTATE excluded) and their bytes — what the writer's counters count."""
+
+    written: int = 0
+    events: int = 0
+    bytes: int = 0
+
+
+def count_span(directory: Path, files: list[str], start: tuple[str, int] | None,
+               end: tuple[str, int] | None) -> SpanCounts:
+    """Count the transactions written after ``start`` (the end of a CTS marker; None: the first
+    file's start) up to ``end`` (the end of the last marker; None: nothing). Used on resume so
+    ``state.json``'s counts after a crash equal an uninterrupted run's: the transactions a crashed
+    run wrote after its last checkpoint are in the files, not in the saved counts."""
+    counts = SpanCounts()
+    if end is None or not files:
+        return counts
+    first = files.index(start[0]) if start is not None and start[0] in files else 0
+    last = files.index(end[0]) if end[0] in files else len(files) - 1
+    unpack = HEADER_STRUCT.unpack_from
+    for i in range(first, last + 1):
+        name = files[i]
+        path = directory / name
+        if path.stat().st_size < 4 + HEADER_LEN:
+            continue
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            off = 4 + unpack(data, 4)[3]                      # after magic + FDE
+            if start is not None and i == first and name == start[0]:
+                off = start[1]
+            stop = min(end[1], len(data)) if i == last else len(data)
+            while off + HEADER_LEN <= stop:
+                _ts, type_code, _sid, size, _lp, _fl = unpack(data, off)
+                if size < HEADER_LEN or off + size > stop:
+                    break
+                if type_code != _ROTATE:
+                    counts.events += 1
+                    counts.bytes += size
+                    if type_code == _ROWS_QUERY and data[off + HEADER_LEN:off + HEADER_LEN + 6] == _MARKER_HEAD:
+                        counts.written += 1
+                off += size
+    return counts
