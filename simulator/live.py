@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.cluster import Cluster, SimConfig
+from simulator.ddl import cdc_start
 from simulator.node import DnNode
 from simulator.run import MAX_DNS, SimulateError, command_line, validate
 from simulator.truth import TruthBuilder, stats, write_truth
@@ -138,6 +139,7 @@ class LiveSimulation:
             cl.add_dn()
         cl.cdc_dns = list(cl.dns)
         cl.workload = make_driver(cl, self.cfg.workload)
+        cl.after(500, cdc_start, cl)             # the CdcStart instruction: the initial topology
         cl.after(1_000, cl.workload.start)
         cl.after(1_000, cl.heartbeat)
         self.started_at = time.monotonic()
