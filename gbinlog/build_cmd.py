@@ -192,6 +192,9 @@ def _spark_build(dn_dirs, out, settings, master, confs) -> None:
     if missing:
         raise click.ClickException(f"DN binlog directory {', '.join(missing)} does not exist")
     try:
+        from extractor.members import check_dn_dirs
+
+        check_dn_dirs({Path(d).resolve().name: d for d in dn_dirs})     # before anything is written
         result = spark_build(dn_dirs, out, server_id=settings.server_id, server_version=settings.server_version,
                              max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
                              meta_store=settings.meta_store, master=master, conf=list(confs),
@@ -247,7 +250,7 @@ def events_command(file: str, start: int, limit: int | None) -> None:
 
 @click.command("verify")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
-@click.option("--truth", type=click.Path(exists=True, dir_okay=False),
+@click.option("--truth", type=click.Path(dir_okay=False),
               help="The simulator's truth.json: also check every logical txn once and the final state.")
 def verify_command(directory: str, truth: str | None) -> None:
     """Check a global binlog directory: files, CRCs, positions, transaction grammar, vtso order, no
@@ -255,6 +258,8 @@ def verify_command(directory: str, truth: str | None) -> None:
     from dumper.verify import verify
 
     report = verify(directory, truth)
+    if report.fatal:
+        raise click.ClickException(report.fatal)
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(report.kinds.items()))
     click.echo(f"{len(report.files)} files, {report.events:,} events, {report.txns:,} transactions ({kinds})")
     if report.truth_checked:

@@ -50,6 +50,7 @@ from dumper.global_binlog import (
 from dumper.recovery import list_files
 from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
 from extractor import RestartPoint, extract, list_binlog_files, storage_sequences
+from extractor.members import check_dn_dirs
 from extractor.model import DnTxn
 from merger import merge
 
@@ -83,6 +84,9 @@ class Settings:
     # CPU). Off by default: on this 2-CPU machine the pickling of transactions between processes
     # costs about what the parallel extraction saves (bench/build.py --workers on|off).
     workers: bool | None = False
+    # refuse DN directories that are not one whole cluster (extractor.members); off only to make
+    # such an output on purpose (tests of verify)
+    check_cluster: bool = True
 
     def output_settings(self) -> dict:
         return {"server_id": self.server_id, "server_version": self.server_version,
@@ -404,4 +408,6 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     settings = settings or Settings()
     workers = settings.workers if settings.workers is not None else (os.cpu_count() or 1) > 1
     dns = [DirDn(d, worker=workers) for d in dn_dirs]
+    if settings.check_cluster:
+        check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
     return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)

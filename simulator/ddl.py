@@ -430,9 +430,11 @@ def cdc_start(cl: Any) -> Any:
     content = {"logicDbMetas": [{"schema": CDC_LOGIC_DB, "charset": "utf8mb4",
                                  "phySchemas": [{"storageInstId": n.id, "group": cdc_group(n.index),
                                                  "schema": cdc_phys_db(n.index)} for n in dns]}]}
+    # a live cluster also mixes in its wall-clock start: two live runs of one seed are two clusters
+    bits = cl.rng.getrandbits(128) ^ getattr(cl, "start_salt", 0)
     row = {"ID": cl.instruction_id, "INSTRUCTION_TYPE": b"CdcStart",
            "INSTRUCTION_CONTENT": _json(content), "GMT_CREATED": sim_datetime(cl.now, aware=True),
-           "INSTRUCTION_ID": str(uuid.UUID(int=cl.rng.getrandbits(128), version=4)).encode(),
+           "INSTRUCTION_ID": str(uuid.UUID(int=bits, version=4)).encode(),
            "CLUSTER_ID": b"0"}
     txn = cl.system_txn("instruction", INSTRUCTION_TABLE, _insert_op(cl, INSTRUCTION_TABLE, row), dns, None)
     txn.info["instruction"] = {"type": "CdcStart", "content": content, "id": row["INSTRUCTION_ID"].decode(),

@@ -133,6 +133,7 @@ class LiveSimulation:
         sim0 = int(wall0 * 1_000_000)
         cl = _LiveCluster(self.cfg, self.out)
         cl.now = sim0                      # TSOs carry wall-clock milliseconds
+        cl.start_salt = sim0               # the CdcStart instruction id differs per live run
         cl.on_dn_added = self._dn_added
         self.cl = cl
         for _ in range(self.cfg.dns):
