@@ -87,10 +87,15 @@ class Settings:
     # refuse DN directories that are not one whole cluster (extractor.members); off only to make
     # such an output on purpose (tests of verify)
     check_cluster: bool = True
+    # [filter] include/exclude (schema_shaper.filters): changes the output, so a resume checks it
+    filter: dict | None = None
 
     def output_settings(self) -> dict:
-        return {"server_id": self.server_id, "server_version": self.server_version,
-                "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+        out = {"server_id": self.server_id, "server_version": self.server_version,
+               "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+        if self.filter:
+            out["filter"] = self.filter
+        return out
 
 
 class DnInput(Protocol):
@@ -208,6 +213,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
     (input), ``ShapeError`` — the output always ends at a whole transaction.
     """
     from schema_shaper import MetaStore, Shaper
+    from schema_shaper.filters import TableFilter, with_filter
 
     settings = settings or Settings()
     t0 = time.perf_counter()
@@ -288,7 +294,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             save_state(out, st)
             result.checkpoints += 1
 
-        shape_txn = shaper.shape_txn
+        shape_txn = with_filter(shaper.shape_txn, TableFilter.from_settings(settings.filter))
         append = binlog.append
         next_check = time.perf_counter() + settings.checkpoint_seconds
         next_flush = time.perf_counter() + settings.flush_seconds
