@@ -50,10 +50,10 @@ class LogicalTxn:
     sql: str | None = None
     server_id: int | None = None
     archive: bool = False
-    # DDL: the (logical db, table or None) the DDL is about, for ``[filter]`` (schema_shaper.filters).
-    target: tuple[str, str | None] | None = None
     # The GlobalTxn it came from (branches carry DN positions for checkpoints).
     source: GlobalTxn | None = None
+    # DDL: the (logical db, table or None) the DDL is about, for ``[filter]`` (schema_shaper.filters).
+    target: tuple[str, str | None] | None = None
 
     @property
     def tso(self) -> int:
