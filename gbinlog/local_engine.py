@@ -50,6 +50,7 @@ from dumper.global_binlog import (
 from dumper.recovery import count_span, list_files
 from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
 from extractor import RestartPoint, extract, list_binlog_files, storage_sequences
+from extractor.members import check_dn_dirs
 from extractor.model import DnTxn
 from extractor.vtso import vtso_actual_tso
 from merger import merge
@@ -84,10 +85,18 @@ class Settings:
     # CPU). Off by default: on this 2-CPU machine the pickling of transactions between processes
     # costs about what the parallel extraction saves (bench/build.py --workers on|off).
     workers: bool | None = False
+    # refuse DN directories that are not one whole cluster (extractor.members); off only to make
+    # such an output on purpose (tests of verify)
+    check_cluster: bool = True
+    # [filter] include/exclude (schema_shaper.filters): changes the output, so a resume checks it
+    filter: dict | None = None
 
     def output_settings(self) -> dict:
-        return {"server_id": self.server_id, "server_version": self.server_version,
-                "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+        out = {"server_id": self.server_id, "server_version": self.server_version,
+               "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+        if self.filter:
+            out["filter"] = self.filter
+        return out
 
 
 class DnInput(Protocol):
@@ -205,6 +214,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
     (input), ``ShapeError`` — the output always ends at a whole transaction.
     """
     from schema_shaper import MetaStore, Shaper
+    from schema_shaper.filters import TableFilter, with_filter
 
     settings = settings or Settings()
     t0 = time.perf_counter()
@@ -288,7 +298,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             save_state(out, st)
             result.checkpoints += 1
 
-        shape_txn = shaper.shape_txn
+        shape_txn = with_filter(shaper.shape_txn, TableFilter.from_settings(settings.filter))
         append = binlog.append
         next_check = time.perf_counter() + settings.checkpoint_seconds
         next_flush = time.perf_counter() + settings.flush_seconds
@@ -427,4 +437,6 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     settings = settings or Settings()
     workers = settings.workers if settings.workers is not None else (os.cpu_count() or 1) > 1
     dns = [DirDn(d, worker=workers) for d in dn_dirs]
+    if settings.check_cluster:
+        check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
     return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)
