@@ -244,7 +244,7 @@ def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None 
     checker = _Checker(Path(directory), truth is not None, max_errors)
     report = checker.report
     try:
-        has_files = bool(list_files(directory))
+        has_files = bool(list_files(Path(directory)))
     except Exception:  # noqa: BLE001 - DumperError (the index names a missing file): run() reports it
         has_files = True
     if not has_files:

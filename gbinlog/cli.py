@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from gbinlog import __version__
+from gbinlog.cli_errors import OneLineErrors
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,7 +24,7 @@ for _module in (build_cmd, serve_cmd, run_cmd):
         main.add_command(_command)
 
 
-@main.command("txns")
+@main.command("txns", cls=OneLineErrors)
 @click.argument("dn_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--rows/--no-rows", default=True, help="Count rows (decodes row images) or rows events.")
 def txns_command(dn_dirs: tuple[str, ...], rows: bool) -> None:
@@ -33,8 +34,15 @@ def txns_command(dn_dirs: tuple[str, ...], rows: bool) -> None:
 
     from binlog.errors import BinlogError
     from extractor import OrderingError, extract, storage_sequences
+    from extractor.source import NotADnDirectory, dn_binlog_files
     from merger import merge
+
     dirs = [Path(d) for d in dn_dirs]
+    for d in dirs:
+        try:
+            dn_binlog_files(d, d.resolve().name)
+        except NotADnDirectory as exc:
+            raise click.ClickException(str(exc)) from None
     seqs = storage_sequences(d.resolve().name for d in dirs)
     kinds: dict[str, int] = {}
     try:
