@@ -14,28 +14,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
 DEFAULT_CONFIG = "cluster.toml"
 
 
-def fail(cmd: str, message: str, code: int = 2) -> None:
-    click.echo(f"gbinlog {cmd}: error: {' '.join(str(message).split())}", err=True)
-    sys.exit(code)
-
-
-class OneLineErrors(click.Command):
-    """click's usage errors as one line, exit 2 (as ``gbinlog simulate`` does)."""
-
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except click.UsageError as exc:
-            fail(self.name or "?", exc.format_message())
-            raise
+# one-line errors (usage errors exit 2, anything unexpected exit 1, never a traceback)
+from gbinlog.cli_errors import OneLineErrors, fail  # noqa: E402,F401
 
 
 def _config_path(config: str | None) -> str:
