@@ -40,7 +40,7 @@ from extractor.model import DnTxn, TxnKind
 from extractor.vtso import storage_sequences
 from gbinlog.config import Config, DnConfig
 from gbinlog.live_feed import DnFeed, FeedIdle, FeedStopped, LiveMerge, dn_source, storage_change
-from gbinlog.metrics import Metrics
+from gbinlog.metrics import Metrics, health_of
 
 log = logging.getLogger(__name__)
 LIVE_FILE = "live.json"
@@ -111,6 +111,8 @@ class LiveRunner:
         self.merge: LiveMerge | None = None
         self.endpoint: Any = None
         self.metrics = Metrics()
+        self._last_status: dict | None = None
+        self.metrics.health_source = lambda: self._last_status   # /healthz reads the status loop's last
         self.started_at = time.time()
         self.progress: Any = None
         self.result: Any = None
@@ -489,6 +491,8 @@ class LiveRunner:
             "error": str(self.error) if self.error else None,
             "output": str(self.out),
             "endpoint": f"{self.cfg.server.host}:{self.endpoint.port}" if self.endpoint else None,
+            "endpoint_expected": bool(self.cfg.server.port),
+            "endpoint_listening": self.endpoint is not None and self.endpoint.thread.is_alive(),
             "heartbeat": {"interval_ms": self.cfg.heartbeat.interval_ms, "stall_ms": self.cfg.heartbeat.stall_ms},
             "dns": dns,
             "merge": {"watermark": merge.last if merge else None, "dns": merge.dns if merge else [],
@@ -523,6 +527,10 @@ class LiveRunner:
         if st["lag_ms"] is not None:
             m.lag.set(st["lag_ms"])
         m.replicas.set(len(st["replicas"]))
+        m.update_output(self.out)
+        ok, reason = health_of(st)
+        st["health"] = {"ok": ok, "reason": reason}
+        self._last_status = st
         tmp = self.out / f".{STATUS_FILE}.tmp"
         tmp.write_text(json.dumps(st, indent=1) + "\n")
         os.replace(tmp, self.out / STATUS_FILE)

@@ -216,6 +216,23 @@ def status_command(config: str | None, out_dir: str | None, as_json: bool) -> No
         click.echo(json.dumps(doc, indent=1))
     else:
         click.echo(format_status(doc))
+    code, reason = status_exit(doc)
+    if code:
+        click.echo(f"gbinlog status: {reason}", err=True)
+        sys.exit(code)
+
+
+# ``gbinlog status`` exit codes (a health check can use them): 0 running and healthy, 1 not
+# running (never started here, stopped, or the last start failed), 2 operator error (no such
+# directory, bad config), 3 running but unhealthy (a DN stalled, the endpoint down, the status stuck).
+def status_exit(doc: dict) -> tuple[int, str]:
+    from gbinlog.metrics import health_of
+    if not doc.get("running"):
+        last = f" (last state {doc['state']}" + (f": {doc['error']}" if doc.get("error") else "") + ")" \
+            if doc.get("state") else ""
+        return 1, f"not running{last}"
+    ok, reason = health_of(doc)
+    return (0, "ok") if ok else (3, f"unhealthy: {reason}")
 
 
 def _demo_command() -> click.Command:
