@@ -70,6 +70,10 @@ def dn_binlog_files(directory: str | os.PathLike, dn_id: str | None = None) -> l
     if not d.is_dir():
         raise NotADnDirectory(f"{who}DN binlog directory {d} does not exist" if not d.exists() else
                               f"{who}{d} is not a directory (a DN binlog directory is expected)")
+    if (d / "binlog.index").is_file() and ((d / "state.json").exists() or (d / "meta.db").exists()) \
+            and not any(d.glob("mysql-bin.index")):
+        raise NotADnDirectory(f"{who}{d} is a global binlog directory (gbinlog's output: binlog.index, state.json), "
+                              "not a DN's binlog directory")
     names = list_binlog_files(d)
     if not names:
         raise NotADnDirectory(f"{who}{d} holds no binlog file (no mysql-bin.index, no mysql-bin.NNNNNN): not a "
