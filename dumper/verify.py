@@ -27,6 +27,7 @@ from binlog import BinlogError, EventType, read_events
 from binlog.constants import DELETE_TYPES, ROWS_TYPES, UPDATE_TYPES, WRITE_TYPES
 from dumper.global_binlog import BASE, CTS_PREFIX, HEARTBEAT_TEXT
 from dumper.recovery import list_files, list_index
+from extractor.vtso import vtso_timestamp
 
 E = EventType
 _SYSTEM_PREFIXES = ("__cdc__", "__drds_")
@@ -326,14 +327,14 @@ def _same(type_text: str, got: Any, want: Any) -> bool:
 
 
 def _check_truth(ck: _Checker, truth: dict) -> None:
-    from simulator.values import decode_value
+    from binlog.json_values import decode_value
 
     schemas = truth["logical_schemas"]
     expected = [t for t in truth["txns"] if t["kind"] in ("dml", "ddl")]
     got = [w for w in ck.written if w.kind != "heartbeat"]
     beats = [w.vtso for w in ck.written if w.kind == "heartbeat"]
     want_beats = [t["vtso"] for t in truth["txns"] if t["kind"] == "heartbeat"
-                  and ((int(t["vtso"][:19]) >> 22) // 1000) % 30 == 0]
+                  and vtso_timestamp(t["vtso"]) % 30 == 0]
     if beats != want_beats:
         ck.error(f"heartbeats written {len(beats)}, the truth has {len(want_beats)} on a second dividing 30")
     if [w.vtso for w in got] != [t["vtso"] for t in expected]:

@@ -37,7 +37,7 @@ from typing import Any
 import pymysql
 
 from extractor.model import DnTxn, TxnKind
-from extractor.vtso import storage_sequences
+from extractor.vtso import storage_sequences, tso_physical_ms, vtso_tso
 from gbinlog.config import Config, DnConfig
 from gbinlog.live_feed import DnFeed, FeedIdle, FeedStopped, LiveMerge, dn_source, storage_change
 from gbinlog.metrics import Metrics, health_of
@@ -477,7 +477,7 @@ class LiveRunner:
             dns.append(st)
         p = self.progress
         last = p.last_vtso if p is not None else None
-        lag = round(now_ms - (int(last[:19]) >> 22)) if last else None
+        lag = round(now_ms - tso_physical_ms(vtso_tso(last))) if last else None
         merge = self.merge
         replicas = []
         if self.endpoint is not None:

@@ -47,12 +47,13 @@ from dumper.global_binlog import (
     crash_point,
     encode_txn,
 )
-from dumper.recovery import list_files
+from dumper.recovery import count_span, list_files
 from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
 from extractor import RestartPoint, extract, storage_sequences
 from extractor.members import check_dn_dirs
 from extractor.model import DnTxn
 from extractor.source import NotADnDirectory, dn_binlog_files
+from extractor.vtso import vtso_actual_tso
 from merger import merge
 
 log = logging.getLogger(__name__)
@@ -277,8 +278,11 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
         track_input = total_in is not None and on_progress is not None
         progress = Progress(in_bytes_total=total_in)
         last_consumed = skip
-        counts = dict(state.counts) if state else {}
-        base = {k: counts.get(k, 0) for k in ("txns", "written", "events", "bytes")}
+        base = _resumed_counts(out, binlog, state)
+        # transactions after the last checkpoint (``prior``) are in the files but not in the saved
+        # counts: the regenerated ones ≤ skip are counted (and their membership checked) as the
+        # crashed run did, so state.json ends equal to an uninterrupted run's
+        prior = state.last_vtso if state else None
 
         def checkpoint() -> None:
             binlog.flush(fsync=True)
@@ -312,6 +316,12 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             vtso = g.vtso
             if skip is not None and vtso <= skip:
                 result.skipped += 1
+                if prior is None or vtso > prior:
+                    base["txns"] += 1
+                    if g.kind in BROADCAST_KINDS:
+                        check_broadcast_members(g, members, ended)
+                        if cluster_id is None:
+                            cluster_id = vtso_actual_tso(vtso)
                 if replay:
                     lt = shape_txn(g)
                     if vtso == last_in_files:
@@ -325,7 +335,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             if g.kind in BROADCAST_KINDS:
                 check_broadcast_members(g, members, ended)
                 if cluster_id is None:
-                    cluster_id = vtso[:38]
+                    cluster_id = vtso_actual_tso(vtso)
             append(shape_txn(g))
             last_consumed = vtso
             result.txns += 1
@@ -376,6 +386,19 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             log.error("closing %s: %s", out, exc)
         if store is not None:
             store.close()
+
+
+def _resumed_counts(out: Path, binlog: GlobalBinlog, state: State | None) -> dict[str, int]:
+    """The counts to continue from: the saved ones plus what the files hold after the saved binlog
+    mark (transactions written after the last checkpoint, kept by recovery)."""
+    counts = dict(state.counts) if state else {}
+    base = {k: counts.get(k, 0) for k in ("txns", "written", "events", "bytes")}
+    saved = (state.binlog.file, state.binlog.pos) if state and state.binlog else None
+    span = count_span(out, binlog.files, saved, binlog.last_marker)
+    base["written"] += span.written
+    base["events"] += span.events
+    base["bytes"] += span.bytes
+    return base
 
 
 def _fill(progress: Progress, result: BuildResult, binlog: GlobalBinlog, done_in: dict[str, int],

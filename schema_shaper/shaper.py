@@ -29,6 +29,7 @@ from typing import Any
 from binlog.constants import ROWS_V1_TYPES, ROWS_V2_TYPES
 from binlog.rows_events import decode_table_map
 from extractor.model import Block, TxnKind
+from extractor.vtso import vtso_tso
 from merger.model import GlobalTxn
 from schema_shaper.ddl import CreateDatabase, DropDatabase, parse_ddl, strip_polardbx
 from schema_shaper.errors import BadDdl, ShapeError, UnknownPhysicalSchema, UnknownTable, ValueMismatch
@@ -181,7 +182,7 @@ class Shaper(SchemaState):
                     out.append(LogicalBlock(plan.db, plan.table, plan.table_map, rows, blk.hint))
             elif kind == RESHAPE:
                 if tso is None:
-                    tso = int(g.vtso[:19])
+                    tso = vtso_tso(g.vtso)
                 rows = self._reshape_rows(plan, blk, g, tso)
                 self.counts["reshape"] += 1
                 if rows is not None:

@@ -93,6 +93,7 @@ def checksum(server: MariaDB, db: str, table: str, columns: list[str]) -> tuple[
     return int(rows[0][0]), int(rows[0][1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES)
 def test_replay_with_mariadb_binlog_into_mariadb_gives_the_truths_tables(built, server, name):
     truth = json.loads((ROOT / "fixtures" / name / "truth.json").read_text())
@@ -131,6 +132,7 @@ def bigger(tmp_path_factory) -> Path:
     return root / "in"
 
 
+@pytest.mark.slow
 def test_rotation_at_1mb_many_files_whole_txns_index(bigger, tmp_path):
     out = tmp_path / "out"
     r = run_cli("build", *[f"--dn={d}" for d in dn_dirs(bigger)], f"--out={out}", "--max-file-size=1MB",
@@ -239,6 +241,7 @@ def test_changed_settings_on_resume_are_refused(two_clusters, tmp_path):
     assert r.returncode == 1 and "would give different bytes" in r.stderr
 
 
+@pytest.mark.slow
 def test_disk_full_on_a_tiny_tmpfs(bigger, tmp_path):
     """A real full filesystem (a 1.5 MB tmpfs for a ~5 MB output): the build stops with a clear
     error and a non-zero exit, the files end at a whole transaction; with room again it resumes to

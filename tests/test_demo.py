@@ -18,6 +18,10 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN_FOR = 20
 
