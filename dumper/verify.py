@@ -262,6 +262,7 @@ def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None 
         report.fatal = check_cluster_of_output(Path(directory), data)
         if report.fatal:
             return report
+        data = filtered_truth(Path(directory), data)
     checker.run()
     if data is not None and report.ok:
         try:
@@ -283,6 +284,36 @@ def load_truth(path: str | os.PathLike) -> dict | str:
             or not isinstance(data.get("txns"), list):
         return f"--truth {path}: not a truth.json (no gbinlog-simulator-truth format, no txns)"
     return data
+
+
+def filtered_truth(directory: Path, truth: dict) -> dict:
+    """The truth as an output built with ``[filter]`` (``state.json`` settings) must hold it: rows of
+    dropped tables out of their transactions (a transaction left empty out), their DDLs and final
+    tables out."""
+    from dumper.state import StateError, load_state
+    from schema_shaper.filters import TableFilter
+
+    try:
+        state = load_state(directory)
+    except StateError:
+        return truth
+    f = TableFilter.from_settings((state.settings or {}).get("filter")) if state else None
+    if f is None:
+        return truth
+    txns = []
+    for t in truth["txns"]:
+        if t["kind"] == "dml" and t.get("changes"):
+            changes = [c for c in t["changes"] if f.wants_table(c["db"], c["table"])]
+            if not changes:
+                continue
+            t = {**t, "changes": changes}
+        elif t["kind"] == "ddl":
+            d = t["ddl"]
+            if not (f.wants_table(d["db"], d["table"]) if d.get("table") else f.wants_database(d["db"])):
+                continue
+        txns.append(t)
+    tables = {k: v for k, v in truth["tables"].items() if f.wants_table(v["db"], v["table"])}
+    return {**truth, "txns": txns, "tables": tables}
 
 
 def check_cluster_of_output(directory: Path, truth: dict) -> str | None:
