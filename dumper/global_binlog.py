@@ -20,7 +20,15 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from binlog.constants import BINLOG_MAGIC, HEADER_LEN, POST_HEADER_LEN_57, ChecksumAlg, EventFlag, EventType
+from binlog.constants import (
+    BINLOG_MAGIC,
+    HEADER_LEN,
+    POST_HEADER_LEN_57,
+    POST_HEADER_LEN_80,
+    ChecksumAlg,
+    EventFlag,
+    EventType,
+)
 from binlog.events import encode_body
 from schema_shaper.model import LogicalKind, LogicalTxn
 
@@ -173,14 +181,25 @@ def _event(type_code: int, payload: bytes, *, timestamp: int, server_id: int, po
     return head + payload + _crc32(payload, _crc32(head)).to_bytes(4, "little")
 
 
+def check_server_version(server_version: str) -> None:
+    """The FDE dialects written: ``5.7…`` (MySQL 5.7's post-header table, the default) and ``8.0…``
+    (MySQL 8.0's, as a MySQL 8 source with binlog_row_metadata=FULL writes; mariadb-binlog reads both)."""
+    if not server_version.startswith(("5.", "8.")):
+        raise ValueError(f"server version {server_version!r} must start with '5.' or '8.'")
+
+
+def fde_post_header_len(server_version: str) -> bytes:
+    """The FDE's post-header length table of the dialect ``server_version`` names."""
+    return POST_HEADER_LEN_80 if server_version.startswith("8.") else POST_HEADER_LEN_57
+
+
 def file_start(*, server_id: int, server_version: str = DEFAULT_SERVER_VERSION, timestamp: int = 0) -> bytes:
-    """Magic + FORMAT_DESCRIPTION (binlog v4, MySQL 5.7 post-header table, CRC32). ``created`` is 0
-    (a rotated file, not a server start: readers must not drop temporary tables); the header
-    timestamp is ``timestamp``."""
-    if not server_version.startswith("5."):
-        raise ValueError(f"server version {server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)")
+    """Magic + FORMAT_DESCRIPTION (binlog v4, the post-header table of the 5.7 or 8.0 dialect, CRC32).
+    ``created`` is 0 (a rotated file, not a server start: readers must not drop temporary tables);
+    the header timestamp is ``timestamp``."""
+    check_server_version(server_version)
     payload = encode_body(EventType.FORMAT_DESCRIPTION, binlog_version=4, server_version=server_version,
-                          created=0, header_length=HEADER_LEN, post_header_len=POST_HEADER_LEN_57,
+                          created=0, header_length=HEADER_LEN, post_header_len=fde_post_header_len(server_version),
                           checksum_alg=ChecksumAlg.CRC32)
     return BINLOG_MAGIC + _event(EventType.FORMAT_DESCRIPTION, payload, timestamp=timestamp,
                                  server_id=server_id, pos=4)
@@ -280,8 +299,7 @@ class GlobalBinlog:
                  hint: tuple[str, int] | None = None) -> None:
         from dumper.recovery import recover
 
-        if not server_version.startswith("5."):
-            raise ValueError(f"server version {server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)")
+        check_server_version(server_version)
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.server_id = server_id

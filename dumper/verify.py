@@ -132,9 +132,9 @@ class _Checker:
                         self.error(f"{at}: the file does not start with a FORMAT_DESCRIPTION")
                         return
                     body = ev.body
-                    if body.binlog_version != 4 or not body.server_version.startswith("5.") or not ev.ctx.checksum:
+                    if body.binlog_version != 4 or not body.server_version.startswith(("5.", "8.")) or not ev.ctx.checksum:
                         self.error(f"{at}: FDE binlog v{body.binlog_version}, server {body.server_version!r}, "
-                                   f"checksum {ev.ctx.checksum}: expected v4, '5.…', CRC32")
+                                   f"checksum {ev.ctx.checksum}: expected v4, '5.…' or '8.…', CRC32")
                     continue
                 if rotated:
                     self.error(f"{at}: event after the ROTATE")

@@ -18,7 +18,7 @@ CONFIG_EXAMPLE = """\
 dn = ["/data/dn0", "/data/dn1"]     # DN binlog directories (added to --dn)
 out = "/data/global"                # the output directory (or --out)
 server_id = 1                       # server id of the global binlog's events
-server_version = "5.7.44-gbinlog"   # must start with "5."
+server_version = "5.7.44-gbinlog"   # "5.…" (MySQL 5.7 FDE) or "8.0.…" (MySQL 8.0 FDE)
 max_file_size = "500MB"             # rotation size (bytes, or KB/MB/GB)
 heartbeat_interval = 30             # a heartbeat txn is written when its TSO second divides this
 meta_store = "meta.db"              # the shaper's meta store: a path (relative to out) or mysql://…
@@ -100,7 +100,7 @@ class _Bar:
 @click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [build] table.")
 @click.option("--max-file-size", "max_file_size", help="Rotate after this size (bytes or KB/MB/GB; default 500MB).")
 @click.option("--server-id", type=int, help="Server id of the output events (default 1).")
-@click.option("--server-version", help="FDE server version, must start with '5.' (default 5.7.44-gbinlog).")
+@click.option("--server-version", help="FDE server version: '5.…' (MySQL 5.7 dialect, default 5.7.44-gbinlog) or '8.0.…' (MySQL 8.0).")
 @click.option("--meta-store", help="The shaper's meta store: a path (relative to --out) or mysql://… URL.")
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Continue an existing output directory (crash-safe restart) or refuse one.")
@@ -118,7 +118,7 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
     complete transaction is cut) and continues from state.json, byte-identical to an
     uninterrupted build."""
     from binlog.errors import BinlogError
-    from dumper.global_binlog import DumperError
+    from dumper.global_binlog import DumperError, check_server_version
     from extractor.errors import OrderingError
     from gbinlog.local_engine import Settings, build
 
@@ -144,9 +144,10 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         settings.meta_store = meta_store
     if workers is not None:
         settings.workers = workers
-    if not settings.server_version.startswith("5."):
-        raise click.BadParameter(f"{settings.server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)",
-                                 param_hint="--server-version")
+    try:
+        check_server_version(settings.server_version)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--server-version") from None
     engine = engine or cfg.get("engine", "local")
     if engine == "spark":
         _spark_build(dn_dirs, out, settings, master or cfg.get("master"),
