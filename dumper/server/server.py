@@ -21,6 +21,7 @@ from dumper.server import protocol as p
 from dumper.server.binlogdir import BinlogDir
 from dumper.server.config import ServerConfig
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+from dumper.server.prepared import STMT_COMMANDS
 from dumper.server.queries import QueryHandler, Session
 
 log = logging.getLogger("gbinlog.serve")
@@ -192,6 +193,7 @@ class BinlogServer:
             return False
         conn.session.user = user
         conn.session.admin = user in self.config.admins
+        conn.session.db = resp.database or None  # CLIENT_CONNECT_WITH_DB
         conn.send([p.ok_packet(status=conn.session.status)])
         await conn.writer.drain()
         return True
@@ -213,11 +215,14 @@ class BinlogServer:
                     conn.send(await asyncio.to_thread(self.queries.handle, session, sql))
                 else:
                     conn.send(self.queries.handle(session, sql))
-            elif cmd in (COM_PING, COM_INIT_DB):
+            elif cmd == COM_PING:
                 conn.send([p.ok_packet(status=session.status)])
+            elif cmd == COM_INIT_DB:
+                conn.send(self.queries.init_db(session, payload[1:]))
+            elif cmd in STMT_COMMANDS:
+                conn.send(self.queries.prepared.handle(session, payload))
             elif cmd == COM_RESET_CONNECTION:
-                session.user_vars.clear()
-                session.autocommit = True
+                session.reset()
                 conn.send([p.ok_packet(status=session.status)])
             elif cmd == COM_SET_OPTION:
                 conn.send([p.eof_packet(session.status)])
