@@ -10,7 +10,6 @@ from __future__ import annotations
 import mmap
 import os
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
@@ -31,7 +30,7 @@ from binlog.errors import (
     TruncatedEvent,
 )
 from binlog.event import Event, FormatContext
-from binlog.header import HEADER_STRUCT
+from binlog.header import CRC_RESIDUE, HEADER_STRUCT, crc32
 
 Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
 
@@ -39,15 +38,14 @@ _CHUNK = 1 << 22
 _FDE = EventType.FORMAT_DESCRIPTION
 # The shortest FDE: version(2) + server version(50) + created(4) + header len(1) + alg(1) + CRC(4).
 _MIN_FDE_SIZE = HEADER_LEN + 57 + 1 + CRC_LEN
-_CRC_RESIDUE = 0x2144DF1C
 
 
 def fde_checksum_ok(raw: bytes) -> bool:
     """The CRC32 of an FDE is computed with LOG_EVENT_BINLOG_IN_USE_F cleared."""
     flags = int.from_bytes(raw[17:19], "little") & ~EventFlag.BINLOG_IN_USE
-    crc = zlib.crc32(raw[:17])
-    crc = zlib.crc32(flags.to_bytes(2, "little"), crc)
-    crc = zlib.crc32(raw[19:-CRC_LEN], crc)
+    crc = crc32(raw[:17])
+    crc = crc32(flags.to_bytes(2, "little"), crc)
+    crc = crc32(raw[19:-CRC_LEN], crc)
     return crc == int.from_bytes(raw[-CRC_LEN:], "little")
 
 
@@ -136,7 +134,7 @@ def _parse(data, base: int, read_more: Callable[[], bytes], ctx: FormatContext, 
     """The event loop over a growing buffer. ``data[i]`` is at file offset ``base + i``."""
     source = ctx.source
     unpack = HEADER_STRUCT.unpack_from
-    crc32 = zlib.crc32
+    crc_residue = CRC_RESIDUE
 
     def fill(data: bytes | mmap.mmap, off: int, base: int) -> tuple[bytes, int, int, bool]:
         """Append more input; returns (data, off, base, got_more)."""
@@ -179,7 +177,7 @@ def _parse(data, base: int, read_more: Callable[[], bytes], ctx: FormatContext, 
             if h[1] == fde_type:
                 ctx = context_from_fde(raw, ctx, base + off) if verify else context_from_fde_unchecked(raw, ctx)
                 checksum = verify and ctx.checksum
-            elif checksum and crc32(raw) != _CRC_RESIDUE:
+            elif checksum and crc32(raw) != crc_residue:
                 # crc32(event + its CRC32) is a constant when the stored CRC is right.
                 if size < header_len + CRC_LEN:
                     raise ImpossibleEventSize(f"event size {size} leaves no room for its CRC32",

@@ -1,9 +1,16 @@
-"""``BinlogWriter``: magic + FDE, events with ``log_pos`` and CRC32 computed, rotation, index file."""
+"""Event framing and file rotation, in one place, and ``BinlogWriter``.
+
+Every binlog this project writes (the global binlog, its recovery, the Spark layout, the
+simulator's DN files, test binlogs) frames its events with ``put_event``/``build_event``, starts a
+file with ``file_start`` (magic + FDE), ends it with ``rotate_event``, names it with ``file_name``
+and rotates by ``rotation_due``; ``relocate`` moves whole events to another offset. ``BinlogWriter``
+is the general writer (any checksum setting, pass-through events) built on those.
+"""
 
 from __future__ import annotations
 
 import os
-import zlib
+import struct
 from pathlib import Path
 
 from binlog.constants import (
@@ -16,44 +23,120 @@ from binlog.constants import (
     EventType,
 )
 from binlog.events import encode_body
-from binlog.header import EVENT_SIZE_OFFSET, HEADER_STRUCT, LOG_POS_OFFSET
+from binlog.header import (
+    EVENT_SIZE_OFFSET,
+    HEADER_STRUCT,
+    LOG_POS_OFFSET,
+    crc32,
+    crc_bytes,
+    with_crc,
+)
+
+__all__ = ["BinlogWriter", "build_event", "build_fde", "file_name", "file_seq", "file_start", "next_file_name",
+           "put_event", "relocate", "rotate_event", "rotation_due", "with_crc"]
+
+_pack_header = HEADER_STRUCT.pack
+_pack_crc = struct.Struct("<I").pack
+_pack_u32_into = struct.Struct("<I").pack_into
 
 
-def file_name(base: str, seq: int) -> str:
+def file_name(seq: int, base: str = "binlog") -> str:
     """``binlog.000001``; six digits as MySQL and PolarDB-X write them."""
     return f"{base}.{seq:06d}"
 
 
-def with_crc(event_without_crc: bytes) -> bytes:
-    return event_without_crc + zlib.crc32(event_without_crc).to_bytes(4, "little")
+def file_seq(name: str) -> int:
+    """The sequence number of ``<base>.NNNNNN``."""
+    return int(name.rsplit(".", 1)[1])
+
+
+def next_file_name(name: str) -> str:
+    """The file a ROTATE at the end of ``name`` points to."""
+    base, _, seq = name.rpartition(".")
+    return file_name(int(seq) + 1, base)
+
+
+def rotation_due(position: int, max_file_size: int) -> bool:
+    """The rotation rule: after the transaction that takes a file to ``max_file_size`` or more,
+    the file ends with ROTATE and the next one starts (rotation happens only at transaction
+    boundaries, so a file can exceed the limit by its last transaction)."""
+    return position >= max_file_size
+
+
+def put_event(out: bytearray, pos: int, timestamp: int, type_code: int, server_id: int, payload: bytes,
+              flags: int) -> int:
+    """Append one checksummed event (header, payload, CRC32) starting at file offset ``pos`` to
+    ``out``; returns its end (the hot path: one call per event)."""
+    size = HEADER_LEN + 4 + len(payload)
+    pos += size
+    head = _pack_header(timestamp, type_code, server_id, size, pos, flags)
+    out += head
+    out += payload
+    out += _pack_crc(crc32(payload, crc32(head)))
+    return pos
 
 
 def build_event(type_code: int, payload: bytes, *, timestamp: int, server_id: int, log_pos: int,
                 flags: int = 0, checksum: bool = True) -> bytes:
     """Header + payload (+ CRC32). ``log_pos`` is the end position the caller computed."""
     size = HEADER_LEN + len(payload) + (CRC_LEN if checksum else 0)
-    head = HEADER_STRUCT.pack(timestamp, type_code, server_id, size, log_pos, flags)
-    return with_crc(head + payload) if checksum else head + payload
+    head = _pack_header(timestamp, type_code, server_id, size, log_pos, flags)
+    return head + payload + crc_bytes(payload, crc32(head)) if checksum else head + payload
 
 
 def build_fde(*, server_version: str, timestamp: int, server_id: int, checksum: bool,
               post_header_len: bytes = POST_HEADER_LEN_57, log_pos: int | None = None,
-              flags: int = 0) -> bytes:
-    """A complete FORMAT_DESCRIPTION event as written at offset 4 (log_pos = its end)."""
+              flags: int = 0, created: int | None = None) -> bytes:
+    """A complete FORMAT_DESCRIPTION event as written at offset 4 (log_pos = its end).
+    ``created`` defaults to ``timestamp``; 0 says "a rotated file, not a server start"."""
     alg = ChecksumAlg.CRC32 if checksum else ChecksumAlg.OFF
     payload = encode_body(EventType.FORMAT_DESCRIPTION, binlog_version=4,
-                          server_version=server_version, created=timestamp, header_length=HEADER_LEN,
-                          post_header_len=post_header_len, checksum_alg=alg)
+                          server_version=server_version, created=timestamp if created is None else created,
+                          header_length=HEADER_LEN, post_header_len=post_header_len, checksum_alg=alg)
     size = HEADER_LEN + len(payload) + CRC_LEN
     end = 4 + size if log_pos is None else log_pos
-    head = HEADER_STRUCT.pack(timestamp, EventType.FORMAT_DESCRIPTION, server_id, size, end, flags)
-    # The FDE always carries the 4-byte CRC field; with checksums off it stays zero.
+    head = _pack_header(timestamp, EventType.FORMAT_DESCRIPTION, server_id, size, end, flags)
+    # The FDE always carries the 4-byte CRC field; with checksums off it stays zero. Its CRC is
+    # computed with LOG_EVENT_BINLOG_IN_USE_F cleared.
     if checksum:
-        clean = HEADER_STRUCT.pack(timestamp, EventType.FORMAT_DESCRIPTION, server_id, size, end,
-                                   flags & ~EventFlag.BINLOG_IN_USE)
-        crc = zlib.crc32(payload, zlib.crc32(clean))
-        return head + payload + crc.to_bytes(4, "little")
+        clean = _pack_header(timestamp, EventType.FORMAT_DESCRIPTION, server_id, size, end,
+                             flags & ~EventFlag.BINLOG_IN_USE)
+        return head + payload + crc_bytes(payload, crc32(clean))
     return head + payload + b"\0\0\0\0"
+
+
+def file_start(*, server_id: int, server_version: str, timestamp: int = 0, checksum: bool = True,
+               post_header_len: bytes = POST_HEADER_LEN_57, created: int | None = None) -> bytes:
+    """Magic + FORMAT_DESCRIPTION: the first 4 + FDE bytes of every binlog file."""
+    return BINLOG_MAGIC + build_fde(server_version=server_version, timestamp=timestamp, server_id=server_id,
+                                    checksum=checksum, post_header_len=post_header_len, created=created)
+
+
+def rotate_event(pos: int, next_file: str, *, timestamp: int, server_id: int, checksum: bool = True) -> bytes:
+    """ROTATE starting at ``pos`` naming the next file (position 4)."""
+    payload = encode_body(EventType.ROTATE, position=4, next_file=next_file)
+    size = HEADER_LEN + len(payload) + (CRC_LEN if checksum else 0)
+    return build_event(EventType.ROTATE, payload, timestamp=timestamp, server_id=server_id, log_pos=pos + size,
+                       checksum=checksum)
+
+
+def relocate(buf: bytearray, delta: int) -> None:
+    """Move a run of whole checksummed events by ``delta`` bytes: rewrite each ``log_pos`` and CRC32
+    in place (nothing else depends on where a file puts an event)."""
+    view = memoryview(buf)
+    off, n = 0, len(buf)
+    try:
+        while off < n:
+            size = int.from_bytes(view[off + EVENT_SIZE_OFFSET:off + EVENT_SIZE_OFFSET + 4], "little")
+            end = off + size
+            if size < HEADER_LEN + CRC_LEN or end > n:
+                raise ValueError(f"event of {size} bytes at {off} runs past the segment ({n} bytes)")
+            at = off + LOG_POS_OFFSET
+            _pack_u32_into(buf, at, int.from_bytes(view[at:at + 4], "little") + delta)
+            _pack_u32_into(buf, end - CRC_LEN, crc32(view[off:end - CRC_LEN]))
+            off = end
+    finally:
+        view.release()
 
 
 class BinlogWriter:
@@ -86,7 +169,7 @@ class BinlogWriter:
     # -- files ------------------------------------------------------------------------------------
     @property
     def file_name(self) -> str:
-        return file_name(self.base, self.seq)
+        return file_name(self.seq, self.base)
 
     @property
     def path(self) -> Path:
@@ -95,12 +178,10 @@ class BinlogWriter:
     def _open(self, seq: int, timestamp: int) -> None:
         self.seq = seq
         self._fh = open(self.path, "wb")
-        self._fh.write(BINLOG_MAGIC)
-        fde = build_fde(server_version=self.server_version, timestamp=timestamp,
-                        server_id=self.server_id, checksum=self.checksum,
-                        post_header_len=self.post_header_len)
-        self._fh.write(fde)
-        self.position = 4 + len(fde)
+        head = file_start(server_version=self.server_version, timestamp=timestamp, server_id=self.server_id,
+                          checksum=self.checksum, post_header_len=self.post_header_len)
+        self._fh.write(head)
+        self.position = len(head)
         if self.write_index:
             with open(self.directory / f"{self.base}.index", "a", encoding="ascii") as idx:
                 idx.write(f"./{self.file_name}\n")
@@ -131,22 +212,22 @@ class BinlogWriter:
         buf[EVENT_SIZE_OFFSET:EVENT_SIZE_OFFSET + 4] = size.to_bytes(4, "little")
         buf[LOG_POS_OFFSET:LOG_POS_OFFSET + 4] = (start + size).to_bytes(4, "little")
         if self.checksum:
-            buf += zlib.crc32(buf).to_bytes(4, "little")
+            buf += crc_bytes(buf)
         self._fh.write(buf)
         self.position = start + size
         return start
 
     def rotate(self, *, timestamp: int = 0) -> str:
         """End this file with ROTATE and continue in the next; returns the new file name."""
-        nxt = file_name(self.base, self.seq + 1)
-        payload = encode_body(EventType.ROTATE, position=4, next_file=nxt)
-        self.append(EventType.ROTATE, payload, timestamp=timestamp)
+        nxt = file_name(self.seq + 1, self.base)
+        self._fh.write(rotate_event(self.position, nxt, timestamp=timestamp, server_id=self.server_id,
+                                    checksum=self.checksum))
         self._close_file()
         self._open(self.seq + 1, timestamp)
         return nxt
 
     def rotate_if_full(self, *, timestamp: int = 0) -> bool:
-        if self.position >= self.max_file_size:
+        if rotation_due(self.position, self.max_file_size):
             self.rotate(timestamp=timestamp)
             return True
         return False

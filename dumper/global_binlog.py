@@ -8,7 +8,9 @@ rotation at transaction boundaries and crash recovery on open (``dumper.recovery
 Every byte is a function of the transactions and the writer settings (server id, server version,
 max file size): no wall clock, no process counter, so a restart or another engine writes the same
 files. Per event the writer packs the 19-byte header, appends the payload as it came from the shaper
-and a CRC32 — nothing else is touched.
+and a CRC32 — nothing else is touched. Framing (``put_event``, ``file_start``, ``rotate_event``),
+file names and the rotation rule are ``binlog.writer``'s; this module adds the transaction shape
+(BEGIN, rows, XID, CTS marker) and the durable append.
 """
 
 from __future__ import annotations
@@ -20,16 +22,13 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from binlog.constants import (
-    BINLOG_MAGIC,
-    HEADER_LEN,
-    POST_HEADER_LEN_57,
-    POST_HEADER_LEN_80,
-    ChecksumAlg,
-    EventFlag,
-    EventType,
-)
-from binlog.events import encode_body
+from binlog.constants import HEADER_LEN, POST_HEADER_LEN_57, POST_HEADER_LEN_80, EventFlag, EventType
+from binlog.header import crc32
+from binlog.writer import file_name as _file_name
+from binlog.writer import file_seq, put_event, rotation_due
+from binlog.writer import file_start as _file_start
+from binlog.writer import rotate_event as rotate_event
+from extractor.vtso import vtso_timestamp
 from schema_shaper.model import LogicalKind, LogicalTxn
 
 DEFAULT_SERVER_VERSION = "5.7.44-gbinlog"
@@ -39,11 +38,7 @@ HEARTBEAT_INTERVAL = 30  # seconds: a heartbeat txn is written when its TSO seco
 HEARTBEAT_TEXT = b"# TSO HEARTBEAT TXN"
 CTS_PREFIX = b"CTS::"
 
-_HEADER = struct.Struct("<IBIIIH")
-_pack_header = _HEADER.pack
-_pack_crc = struct.Struct("<I").pack
 _pack_xid = struct.Struct("<Q").pack
-_crc32 = zlib.crc32
 _QUERY, _XID, _ROWS_QUERY, _TABLE_MAP = int(EventType.QUERY), int(EventType.XID), 29, int(EventType.TABLE_MAP)
 _SUPPRESS_USE = EventFlag.SUPPRESS_USE
 # MySQL writes Rows_query as an ignorable event; a reader that does not know type 29 skips it.
@@ -86,7 +81,7 @@ class DiskFull(DumperError):
 
 
 def file_name(seq: int, base: str = BASE) -> str:
-    return f"{base}.{seq:06d}"
+    return _file_name(seq, base)
 
 
 def xid_of(vtso: str) -> int:
@@ -94,7 +89,7 @@ def xid_of(vtso: str) -> int:
     counter, so a restart and a Spark range task write the same bytes; replicas only use it to
     commit."""
     b = vtso.encode("ascii")
-    return (_crc32(b) << 31) ^ zlib.adler32(b)
+    return (crc32(b) << 31) ^ zlib.adler32(b)
 
 
 def cts_marker(vtso: str) -> bytes:
@@ -106,16 +101,6 @@ def heartbeat_written(txn: LogicalTxn, interval: int = HEARTBEAT_INTERVAL) -> bo
     """A heartbeat becomes a txn in the file only when its TSO second divides ``interval``
     (``binlog_write_heartbeat_interval``, reference §4.4); otherwise it writes nothing."""
     return txn.timestamp % interval == 0
-
-
-def _put(out: bytearray, pos: int, ts: int, type_code: int, sid: int, payload: bytes, flags: int) -> int:
-    """Append one event (header, payload, CRC32) ending at ``pos`` + its size; returns that end."""
-    pos += HEADER_LEN + 4 + len(payload)
-    head = _pack_header(ts, type_code, sid, HEADER_LEN + 4 + len(payload), pos, flags)
-    out += head
-    out += payload
-    out += _pack_crc(_crc32(payload, _crc32(head)))
-    return pos
 
 
 def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
@@ -131,12 +116,12 @@ def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int) 
     """``encode_txn`` and the number of events (the hot path: one ``_put`` per event)."""
     kind = txn.kind
     vtso = txn.vtso
-    ts = (int(vtso[:19]) >> 22) // 1000  # LogicalTxn.timestamp, inlined
+    ts = vtso_timestamp(vtso)
     sid = txn.server_id
     if sid is None:
         sid = server_id
     out = bytearray()
-    put = _put
+    put = put_event
     if kind is LogicalKind.DML:
         pos = put(out, pos, ts, _QUERY, sid, BEGIN_PAYLOAD, _SUPPRESS_USE)
         n = 3
@@ -175,12 +160,6 @@ def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int) 
     return bytes(out), n
 
 
-def _event(type_code: int, payload: bytes, *, timestamp: int, server_id: int, pos: int, flags: int = 0) -> bytes:
-    size = HEADER_LEN + len(payload) + 4
-    head = _pack_header(timestamp, type_code, server_id, size, pos + size, flags)
-    return head + payload + _crc32(payload, _crc32(head)).to_bytes(4, "little")
-
-
 def check_server_version(server_version: str) -> None:
     """The FDE dialects written: ``5.7…`` (MySQL 5.7's post-header table, the default) and ``8.0…``
     (MySQL 8.0's, as a MySQL 8 source with binlog_row_metadata=FULL writes; mariadb-binlog reads both)."""
@@ -198,17 +177,8 @@ def file_start(*, server_id: int, server_version: str = DEFAULT_SERVER_VERSION, 
     ``created`` is 0 (a rotated file, not a server start: readers must not drop temporary tables);
     the header timestamp is ``timestamp``."""
     check_server_version(server_version)
-    payload = encode_body(EventType.FORMAT_DESCRIPTION, binlog_version=4, server_version=server_version,
-                          created=0, header_length=HEADER_LEN, post_header_len=fde_post_header_len(server_version),
-                          checksum_alg=ChecksumAlg.CRC32)
-    return BINLOG_MAGIC + _event(EventType.FORMAT_DESCRIPTION, payload, timestamp=timestamp,
-                                 server_id=server_id, pos=4)
-
-
-def rotate_event(pos: int, next_file: str, *, timestamp: int, server_id: int) -> bytes:
-    """ROTATE at ``pos`` naming the next file (position 4)."""
-    return _event(EventType.ROTATE, struct.pack("<Q", 4) + next_file.encode("ascii"), timestamp=timestamp,
-                  server_id=server_id, pos=pos)
+    return _file_start(server_id=server_id, server_version=server_version, timestamp=timestamp, created=0,
+                       post_header_len=fde_post_header_len(server_version))
 
 
 def writes(txn: LogicalTxn, heartbeat_interval: int = HEARTBEAT_INTERVAL) -> bool:
@@ -351,7 +321,7 @@ class GlobalBinlog:
             if not writes(txn, self.heartbeat_interval):
                 self.last_vtso = vtso
                 return 0
-            self._open_file(1 if not self.files else int(self.files[-1].rsplit(".", 1)[1]) + 1, txn.timestamp)
+            self._open_file(1 if not self.files else file_seq(self.files[-1]) + 1, txn.timestamp)
         data, n_events = _encode(txn, self.position, self.server_id, self.heartbeat_interval)
         self.last_vtso = vtso
         if not data:
@@ -367,7 +337,7 @@ class GlobalBinlog:
         self.last_timestamp = txn.timestamp
         self.bytes_written += len(data)
         self.txns_written += 1
-        if self.position >= self.max_file_size:
+        if rotation_due(self.position, self.max_file_size):
             self.rotate()
         elif len(self._buf) >= self.buffer_size:
             self._write_out()
@@ -427,7 +397,7 @@ class GlobalBinlog:
     def rotate(self) -> str:
         """End the current file with ROTATE (timestamp of its last transaction), make it durable and
         start the next one; returns the new file's name."""
-        seq = int(self.files[-1].rsplit(".", 1)[1]) + 1
+        seq = file_seq(self.files[-1]) + 1
         nxt = file_name(seq, self.base)
         ts = self.last_timestamp
         self._buf += rotate_event(self.position, nxt, timestamp=ts, server_id=self.server_id)
@@ -448,7 +418,7 @@ class GlobalBinlog:
     def flush_logs(self) -> str:
         """FLUSH LOGS: close the current file with ROTATE now and continue in a new one."""
         if self._fd is None:
-            self._open_file(1 if not self.files else int(self.files[-1].rsplit(".", 1)[1]) + 1,
+            self._open_file(1 if not self.files else file_seq(self.files[-1]) + 1,
                             self.last_timestamp)
         return self.rotate()
 

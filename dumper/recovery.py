@@ -13,25 +13,23 @@ from __future__ import annotations
 import mmap
 import os
 import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from binlog.constants import BINLOG_MAGIC, HEADER_LEN, EventType
-from binlog.header import HEADER_STRUCT
+from binlog.header import HEADER_STRUCT, crc_ok
 from binlog.reader import fde_checksum_ok
+from binlog.writer import file_seq, next_file_name, rotation_due
 from dumper.global_binlog import (
     BASE,
     CTS_PREFIX,
     DumperError,
-    file_name,
     file_start,
     fsync_dir,
     rotate_event,
     write_index,
 )
 
-_CRC_RESIDUE = 0x2144DF1C
 _ROTATE = int(EventType.ROTATE)
 _FDE = int(EventType.FORMAT_DESCRIPTION)
 _ROWS_QUERY = int(EventType.ROWS_QUERY)
@@ -85,7 +83,7 @@ def list_files(directory: Path, base: str = BASE) -> list[str]:
     (a crash between creating a file and rewriting the index)."""
     pattern = re.compile(rf"^{re.escape(base)}\.(\d{{6,}})$")
     on_disk = sorted((p.name for p in directory.iterdir() if pattern.match(p.name)),
-                     key=lambda n: int(n.rsplit(".", 1)[1]))
+                     key=file_seq)
     index = directory / f"{base}.index"
     if not index.exists():
         return on_disk
@@ -94,8 +92,8 @@ def list_files(directory: Path, base: str = BASE) -> list[str]:
     missing = [n for n in listed if n not in on_disk]
     if missing:
         raise DumperError(f"{index}: lists {', '.join(missing)}, which do not exist")
-    last = int(listed[-1].rsplit(".", 1)[1]) if listed else 0
-    return listed + [n for n in on_disk if int(n.rsplit(".", 1)[1]) > last]
+    last = file_seq(listed[-1]) if listed else 0
+    return listed + [n for n in on_disk if file_seq(n) > last]
 
 
 def _marker_at(data, start: int, end: int, name: str, at: int = 0) -> Marker | None:
@@ -108,7 +106,7 @@ def _marker_at(data, start: int, end: int, name: str, at: int = 0) -> Marker | N
         return None
     if data[start + HEADER_LEN:start + HEADER_LEN + len(_MARKER_HEAD)] != _MARKER_HEAD:
         return None
-    if zlib.crc32(data[start:end]) != _CRC_RESIDUE:
+    if not crc_ok(data[start:end]):
         return None
     text = bytes(data[start + HEADER_LEN + len(_MARKER_HEAD):end - 4]).decode("ascii", "replace")
     return Marker(name, start + at, end + at, text.split("::", 1)[0], ts)
@@ -141,7 +139,6 @@ def scan_file(path: Path, start: int | None = None, marker: Marker | None = None
             off = start
         view = memoryview(data)
         unpack = HEADER_STRUCT.unpack_from
-        crc32 = zlib.crc32
         after = scan.after_marker
         while off + HEADER_LEN <= size:
             ts, type_code, _sid, ev_size, log_pos, _flags = unpack(data, off)
@@ -153,7 +150,7 @@ def scan_file(path: Path, start: int | None = None, marker: Marker | None = None
             if log_pos != end:
                 scan.problem = f"event at {off} has log_pos {log_pos}, expected {end}"
                 break
-            if crc32(view[off:end]) != _CRC_RESIDUE:
+            if not crc_ok(view[off:end]):
                 scan.problem = f"CRC32 mismatch in the event at {off}"
                 break
             if type_code == _ROWS_QUERY and data[off + HEADER_LEN:off + HEADER_LEN + 6] == _MARKER_HEAD:
@@ -182,13 +179,13 @@ def _middle_file_marker(directory: Path, name: str) -> tuple[Marker | None, int]
     between: no marker). Returns (marker or None, the ROTATE's timestamp)."""
     path = directory / name
     size = path.stat().st_size
-    rot_len = HEADER_LEN + 8 + len(file_name(int(name.rsplit(".", 1)[1]) + 1, name.rsplit(".", 1)[0])) + 4
+    rot_len = HEADER_LEN + 8 + len(next_file_name(name)) + 4
     rot_start = size - rot_len
     if rot_start > 4 + HEADER_LEN:
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
             ts, t, _s, sz, lp, _f = HEADER_STRUCT.unpack_from(data, rot_start)
             if t == _ROTATE and sz == rot_len and lp == size and \
-                    zlib.crc32(data[rot_start:size]) == _CRC_RESIDUE:
+                    crc_ok(data[rot_start:size]):
                 marker = _marker_at(data, rot_start - MARKER_SIZE, rot_start, name)
                 if marker is not None:
                     return marker, ts
@@ -202,6 +199,29 @@ def _middle_file_marker(directory: Path, name: str) -> tuple[Marker | None, int]
     why = scan.problem or "does not end with a CTS marker and a ROTATE"
     raise DumperError(f"{path}: offset {scan.valid_end}: {why} (not the last file: corruption, "
                       "not a crash; refusing to change it)")
+
+
+def check_middle_files(directory: Path, files: list[str]) -> None:
+    """Every file the index lists before the last one must be whole: magic + a valid FDE at its
+    start, and at its end a ROTATE naming the next listed file after its last CTS marker (or right
+    after the FDE). A crash never leaves anything else there: a torn, cut or missing middle file
+    is damage, refused with ``DumperError`` naming it (nothing is changed). Two small reads per
+    file, no scan."""
+    for name, nxt in zip(files, files[1:], strict=False):
+        path = directory / name
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(4 + HEADER_LEN)
+            fde_size = HEADER_STRUCT.unpack_from(head, 4)[3] if len(head) == 4 + HEADER_LEN else 0
+            fh.seek(4)
+            fde = fh.read(fde_size) if 0 < fde_size <= size - 4 else b""
+        if head[:4] != BINLOG_MAGIC or not fde or head[4 + 4] != _FDE or not fde_checksum_ok(fde):
+            raise DumperError(f"{path}: offset 4: no valid FORMAT_DESCRIPTION (not the last file: damaged, "
+                              "not a crash; refusing to change it)")
+        _marker, _ts = _middle_file_marker(directory, name)
+        if next_file_name(name) != nxt:
+            raise DumperError(f"{path}: its ROTATE names {next_file_name(name)} but {directory / BASE}.index "
+                              f"lists {nxt} next: the index is damaged")
 
 
 def _truncate(path: Path, size: int) -> None:
@@ -221,6 +241,7 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
     rec = Recovery(files=files)
     if not files:
         return rec
+    check_middle_files(directory, files)
     last = files[-1]
     path = directory / last
     hint_marker = None
@@ -270,14 +291,14 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
     if closed:
         # ROTATE written, next file missing (or not indexed): start it as the writer would have.
         rot_ts = scan.after_marker[0][3]
-        nxt = file_name(int(last.rsplit(".", 1)[1]) + 1, base)
+        nxt = next_file_name(last)
         rec.position = _start_file(directory / nxt, file_start(server_id=server_id, server_version=server_version,
                                                                timestamp=rot_ts))
         files.append(nxt)
         rec.actions.append(f"{last} ends with ROTATE: started {nxt}")
-    elif keep_end >= max_file_size and scan.last_marker is not None:
+    elif rotation_due(keep_end, max_file_size) and scan.last_marker is not None:
         # The txn that filled the file was written, its ROTATE was not: rotate now.
-        nxt = file_name(int(last.rsplit(".", 1)[1]) + 1, base)
+        nxt = next_file_name(last)
         ts = scan.last_marker.timestamp
         with open(path, "ab") as fh:
             fh.write(rotate_event(keep_end, nxt, timestamp=ts, server_id=server_id))
@@ -315,3 +336,48 @@ def _start_file(path: Path, head: bytes) -> int:
         fh.flush()
         os.fsync(fh.fileno())
     return len(head)
+
+
+@dataclass(slots=True)
+class SpanCounts:
+    """What a stretch of the global binlog holds: transactions (CTS markers), events (FDE and
+    ROTATE excluded) and their bytes — what the writer's counters count."""
+
+    written: int = 0
+    events: int = 0
+    bytes: int = 0
+
+
+def count_span(directory: Path, files: list[str], start: tuple[str, int] | None,
+               end: tuple[str, int] | None) -> SpanCounts:
+    """Count the transactions written after ``start`` (the end of a CTS marker; None: the first
+    file's start) up to ``end`` (the end of the last marker; None: nothing). Used on resume so
+    ``state.json``'s counts after a crash equal an uninterrupted run's: the transactions a crashed
+    run wrote after its last checkpoint are in the files, not in the saved counts."""
+    counts = SpanCounts()
+    if end is None or not files:
+        return counts
+    first = files.index(start[0]) if start is not None and start[0] in files else 0
+    last = files.index(end[0]) if end[0] in files else len(files) - 1
+    unpack = HEADER_STRUCT.unpack_from
+    for i in range(first, last + 1):
+        name = files[i]
+        path = directory / name
+        if path.stat().st_size < 4 + HEADER_LEN:
+            continue
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            off = 4 + unpack(data, 4)[3]                      # after magic + FDE
+            if start is not None and i == first and name == start[0]:
+                off = start[1]
+            stop = min(end[1], len(data)) if i == last else len(data)
+            while off + HEADER_LEN <= stop:
+                _ts, type_code, _sid, size, _lp, _fl = unpack(data, off)
+                if size < HEADER_LEN or off + size > stop:
+                    break
+                if type_code != _ROTATE:
+                    counts.events += 1
+                    counts.bytes += size
+                    if type_code == _ROWS_QUERY and data[off + HEADER_LEN:off + HEADER_LEN + 6] == _MARKER_HEAD:
+                        counts.written += 1
+                off += size
+    return counts

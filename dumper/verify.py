@@ -27,6 +27,7 @@ from binlog import BinlogError, EventType, read_events
 from binlog.constants import DELETE_TYPES, ROWS_TYPES, UPDATE_TYPES, WRITE_TYPES
 from dumper.global_binlog import BASE, CTS_PREFIX, HEARTBEAT_TEXT
 from dumper.recovery import list_files, list_index
+from extractor.vtso import vtso_timestamp
 
 E = EventType
 _SYSTEM_PREFIXES = ("__cdc__", "__drds_")
@@ -64,10 +65,11 @@ class VerifyReport:
     errors: list[str] = field(default_factory=list)
     truth_checked: bool = False
     tables_checked: int = 0
+    fatal: str | None = None      # nothing could be checked: not a global binlog, a bad truth, not the cluster
 
     @property
     def ok(self) -> bool:
-        return not self.errors
+        return not self.errors and self.fatal is None
 
 
 class _Stop(Exception):
@@ -241,9 +243,27 @@ def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None 
            max_errors: int = 50) -> VerifyReport:
     """Check a global binlog directory (and, with ``truth``, its content); see the module doc."""
     checker = _Checker(Path(directory), truth is not None, max_errors)
-    report = checker.run()
-    if truth is not None and report.ok:
-        data = truth if isinstance(truth, dict) else json.loads(Path(truth).read_text(encoding="utf-8"))
+    report = checker.report
+    try:
+        has_files = bool(list_files(directory))
+    except Exception:  # noqa: BLE001 - DumperError (the index names a missing file): run() reports it
+        has_files = True
+    if not has_files:
+        report.fatal = (f"{directory}: no global binlog here (no {BASE}.index, no {BASE}.NNNNNN file)"
+                        + (" — a DN's binlog directory? verify checks gbinlog build's output"
+                           if any(Path(directory).glob("mysql-bin.*")) else ""))
+        return report
+    data = None
+    if truth is not None:
+        data = truth if isinstance(truth, dict) else load_truth(truth)
+        if isinstance(data, str):
+            report.fatal = data
+            return report
+        report.fatal = check_cluster_of_output(Path(directory), data)
+        if report.fatal:
+            return report
+    checker.run()
+    if data is not None and report.ok:
         try:
             _check_truth(checker, data)
         except _Stop:
@@ -253,6 +273,42 @@ def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None 
 
 
 # -- against the simulator's truth ---------------------------------------------------------------------
+def load_truth(path: str | os.PathLike) -> dict | str:
+    """The simulator's truth.json, or a one-line reason why ``path`` is not one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return f"--truth {path}: not a truth.json ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+    if not isinstance(data, dict) or not str(data.get("format", "")).startswith("gbinlog-simulator-truth/") \
+            or not isinstance(data.get("txns"), list):
+        return f"--truth {path}: not a truth.json (no gbinlog-simulator-truth format, no txns)"
+    return data
+
+
+def check_cluster_of_output(directory: Path, truth: dict) -> str | None:
+    """The DNs the output was built from (``state.json``) are the cluster's DNs (the truth's): a DN
+    missing, or one the cluster does not have, is named."""
+    from dumper.state import StateError, load_state
+
+    try:
+        state = load_state(directory)
+    except StateError as exc:
+        return str(exc)
+    if state is None or not state.server_ids:
+        return None
+    built = set(state.server_ids) - {"live"}
+    cluster = {d["id"] for d in truth.get("dns") or [] if isinstance(d, dict) and "id" in d}
+    if not built or not cluster:
+        return None
+    for dn in sorted(built - cluster):
+        return (f"DN {dn} is of another cluster: {directory} was built from DNs {', '.join(sorted(built))}, the "
+                f"cluster has {', '.join(sorted(cluster))}")
+    for dn in sorted(cluster - built):
+        return (f"DN {dn} is missing: {directory} was built from DNs {', '.join(sorted(built))}, the cluster has "
+                f"{', '.join(sorted(cluster))}: its transactions are not in this global binlog")
+    return None
+
+
 _INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
 
 
@@ -271,14 +327,14 @@ def _same(type_text: str, got: Any, want: Any) -> bool:
 
 
 def _check_truth(ck: _Checker, truth: dict) -> None:
-    from simulator.values import decode_value
+    from binlog.json_values import decode_value
 
     schemas = truth["logical_schemas"]
     expected = [t for t in truth["txns"] if t["kind"] in ("dml", "ddl")]
     got = [w for w in ck.written if w.kind != "heartbeat"]
     beats = [w.vtso for w in ck.written if w.kind == "heartbeat"]
     want_beats = [t["vtso"] for t in truth["txns"] if t["kind"] == "heartbeat"
-                  and ((int(t["vtso"][:19]) >> 22) // 1000) % 30 == 0]
+                  and vtso_timestamp(t["vtso"]) % 30 == 0]
     if beats != want_beats:
         ck.error(f"heartbeats written {len(beats)}, the truth has {len(want_beats)} on a second dividing 30")
     if [w.vtso for w in got] != [t["vtso"] for t in expected]:

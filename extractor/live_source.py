@@ -26,7 +26,6 @@ import socket
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,7 +35,7 @@ from pymysqlreplication import BinLogStreamReader
 from binlog.constants import CRC_LEN, HEADER_LEN, MAX_EVENT_SIZE, EventFlag
 from binlog.errors import BinlogError
 from binlog.event import Event, FormatContext
-from binlog.header import HEADER_STRUCT
+from binlog.header import HEADER_STRUCT, crc_ok
 from binlog.reader import context_from_fde
 from extractor.source import DnSource, FileEvents
 
@@ -44,7 +43,6 @@ log = logging.getLogger(__name__)
 
 _FDE, _ROTATE, _STOP, _HEARTBEAT = 15, 4, 3, 27
 _ARTIFICIAL = EventFlag.ARTIFICIAL
-_CRC_RESIDUE = 0x2144DF1C
 _unpack_header = HEADER_STRUCT.unpack_from
 # Server errors no reconnect can fix: access denied, unknown db/user, bad binlog position/file.
 FATAL_SERVER_ERRORS = frozenset({1044, 1045, 1049, 1227, 1236, 1251, 1698})
@@ -364,7 +362,7 @@ class ReplicationSource(DnSource):
             if pos is None or pos < self.pos:
                 return None  # the FDE a server sends when starting mid-file, or already handed out
             return Event(pos, h, raw, self._ctx)
-        if self._ctx.checksum and zlib.crc32(raw) != _CRC_RESIDUE:
+        if self._ctx.checksum and not crc_ok(raw):
             raise self._bad(f"CRC32 mismatch in event type {type_code}", h[4] - size)
         if not h[4]:
             if h[5] & _ARTIFICIAL:

@@ -7,9 +7,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from binlog import Event
-
-# vtso chars [38, 48) are the sequence; all zeros marks a TSO transaction (§3.1 isTsoPolicyTrans).
-ZERO_SEQ = "0000000000"
+from extractor.vtso import vtso_actual_tso, vtso_is_tso
 
 
 class Pos(NamedTuple):
@@ -131,9 +129,9 @@ class DnTxn:
     @property
     def is_tso(self) -> bool:
         """A TSO transaction: its vtso's sequence part is zero (§3.1)."""
-        return self.vtso[38:48] == ZERO_SEQ
+        return vtso_is_tso(self.vtso)
 
     @property
     def actual_tso(self) -> str:
         """The first 38 vtso chars (tso + txnId): the MergeBarrier join key (§4.3)."""
-        return self.vtso[:38]
+        return vtso_actual_tso(self.vtso)

@@ -1,7 +1,9 @@
 """Virtual TSO (reference §3): 54 digits ``tso(19) txnId(19) seq(10) storageSeq(6)``.
 
 ``vtso_for_commit`` is the one place a vtso is made (``Transaction.generateTSO``); ``VtsoState`` is
-the per-DN ``maxTso`` segment (``TsoSegment``) it advances.
+the per-DN ``maxTso`` segment (``TsoSegment``) it advances. Its fields are read only through the
+small functions below (``vtso_tso``, ``vtso_actual_tso``, ``vtso_is_tso``, ``vtso_timestamp``,
+``tso_physical_ms``), never sliced by hand elsewhere.
 """
 
 from __future__ import annotations
@@ -14,6 +16,33 @@ from extractor.xid import java_string_hash
 
 TSO_ZEROS = "0000000000000000"  # seq(10) + storageSeq(6) of a TSO transaction
 NO_STORAGE_SEQ = "000000"
+ZERO_SEQ = "0000000000"  # the seq(10) field of a TSO transaction
+_TSO, _ACTUAL, _SEQ = slice(0, 19), slice(0, 38), slice(38, 48)
+
+
+def vtso_tso(vtso: str) -> int:
+    """The commit TSO (first 19 digits)."""
+    return int(vtso[_TSO])
+
+
+def vtso_actual_tso(vtso: str) -> str:
+    """tso + txnId (38 digits): the same on every branch of a TSO transaction (MergeBarrier key)."""
+    return vtso[_ACTUAL]
+
+
+def vtso_is_tso(vtso: str) -> bool:
+    """A TSO transaction: its sequence part is zero (§3.1)."""
+    return vtso[_SEQ] == ZERO_SEQ
+
+
+def tso_physical_ms(tso: int) -> int:
+    """The TSO's physical part: epoch milliseconds (the low 22 bits are the logical counter)."""
+    return tso >> 22
+
+
+def vtso_timestamp(vtso: str) -> int:
+    """The event timestamp (epoch seconds) of a transaction with this vtso."""
+    return (int(vtso[_TSO]) >> 22) // 1000
 
 
 @dataclass(slots=True)

@@ -134,6 +134,18 @@ class SourceConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class FilterConfig:
+    """``[filter]``: databases/tables the global binlog carries (schema_shaper.filters)."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def settings(self) -> dict | None:
+        return {"include": list(self.include), "exclude": list(self.exclude)} if self.include or self.exclude \
+            else None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     dn: tuple[DnConfig, ...]
     output: OutputConfig
@@ -141,6 +153,7 @@ class Config:
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
+    filter: FilterConfig = field(default_factory=FilterConfig)
     metadb: str | None = None    # meta store URL (sqlite:///path or mysql://…); default <out>/meta.db
     path: Path | None = None     # the file it was read from (not a key)
 
@@ -246,6 +259,13 @@ def _check_port(port: int, where: str, allow_zero: bool) -> None:
 
 
 def validate(cfg: Config) -> None:
+    from schema_shaper.filters import FilterError, compile_pattern
+    for where, patterns in (("filter.include", cfg.filter.include), ("filter.exclude", cfg.filter.exclude)):
+        for p in patterns:
+            try:
+                compile_pattern(p)
+            except FilterError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
     """Rules across keys; raises ``ConfigError`` (one line)."""
     if not cfg.dn:
         raise ConfigError("dn: at least one [[dn]] is required")

@@ -37,7 +37,7 @@ from typing import Any
 import pymysql
 
 from extractor.model import DnTxn, TxnKind
-from extractor.vtso import storage_sequences
+from extractor.vtso import storage_sequences, tso_physical_ms, vtso_tso
 from gbinlog.config import Config, DnConfig
 from gbinlog.live_feed import DnFeed, FeedIdle, FeedStopped, LiveMerge, dn_source, storage_change
 from gbinlog.metrics import Metrics
@@ -53,6 +53,10 @@ SHUTDOWN_GRACE_S = 5.0
 
 class RunError(Exception):
     """An operator error before or while starting (bad DN, port in use, …): one line, exit 2."""
+
+
+class ClusterRefused(RunError):
+    """The configured DN directories are not one whole cluster (exit 1, as ``build``)."""
 
 
 class ShutdownAbort(Exception):
@@ -119,10 +123,47 @@ class LiveRunner:
         self._last_progress_at = 0.0
         self._rates: dict[str, deque] = {}
         self._stalled: set[str] = set()
+        self.started = False
 
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> None:
+        """Start everything, or leave nothing behind: a failed start removes the output directory,
+        lock and ``live.json`` it created, and keeps the last status of a previous run."""
+        before = {p: p.exists() for p in (self.out, self.out / LOCK_FILE, self.out / LIVE_FILE)}
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            for path in sorted(before, key=lambda p: len(str(p)), reverse=True):
+                if not before[path]:
+                    try:
+                        path.rmdir() if path == self.out else path.unlink(missing_ok=True)
+                    except OSError:
+                        pass
+            raise
+        self.started = True
+
+    def _check_cluster(self) -> None:
+        """DN directories that are not one whole cluster are refused before anything is written
+        (``extractor.members``); DNs over the network cannot be read ahead and are checked by the
+        membership rule as they stream."""
+        from extractor import list_binlog_files
+        from extractor.members import ClusterIncomplete, check_complete, dn_instruction
+        if any(d.is_remote for d in self.cfg.dn):
+            return
+        found = {d.id: dn_instruction(d.dir, d.id) if d.dir.is_dir() and list_binlog_files(d.dir) else None
+                 for d in self.cfg.dn}
+        try:
+            check_complete(found)
+        except ClusterIncomplete as exc:
+            raise ClusterRefused(str(exc)) from None
+
+    def _start(self) -> None:
         cfg = self.cfg
+        for dn in self._initial_dns_unchecked():
+            if not dn.is_remote and not Path(dn.dir).is_dir():
+                raise RunError(f"DN {dn.id}: binlog directory {dn.dir} does not exist")
+        self._check_cluster()
         try:
             self.out.mkdir(parents=True, exist_ok=True)
             self._lock_fh = open(self.out / LOCK_FILE, "a+")
@@ -131,6 +172,8 @@ class LiveRunner:
         try:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
+            self._lock_fh.close()
+            self._lock_fh = None      # another run's lock: not ours to release or remove
             raise RunError(f"output.dir {self.out} is in use by another gbinlog run "
                            f"(pid {self._read_pid()})") from None
         self._lock_fh.seek(0)
@@ -191,6 +234,10 @@ class LiveRunner:
             os.fsync(fh.fileno())
         os.replace(tmp, self.out / LIVE_FILE)
 
+    def _initial_dns_unchecked(self) -> list[DnConfig]:
+        """The DNs read from the start, before ``live.json`` says which standby ones joined."""
+        return [d for d in self.cfg.dn if not d.standby]
+
     def _initial_dns(self) -> list[DnConfig]:
         return [d for d in self.cfg.dn if not d.standby or d.id in self.joined]
 
@@ -200,7 +247,7 @@ class LiveRunner:
         meta = cfg.metadb or "meta.db"
         return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
                         max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
-                        flush_seconds=0.0)
+                        flush_seconds=0.0, filter=cfg.filter.settings())
 
     def _recover(self) -> None:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
@@ -369,10 +416,11 @@ class LiveRunner:
         self._stop_feeds()
         if self._status_thread is not None:
             self._status_thread.join(5)
-        try:
-            self._write_status()
-        except OSError:
-            pass
+        if self.started:      # a failed start keeps the last good status of a previous run
+            try:
+                self._write_status()
+            except OSError:
+                pass
         if self.endpoint is not None:
             self.endpoint.stop()
             self.endpoint = None
@@ -427,7 +475,7 @@ class LiveRunner:
             dns.append(st)
         p = self.progress
         last = p.last_vtso if p is not None else None
-        lag = round(now_ms - (int(last[:19]) >> 22)) if last else None
+        lag = round(now_ms - tso_physical_ms(vtso_tso(last))) if last else None
         merge = self.merge
         replicas = []
         if self.endpoint is not None:

@@ -24,7 +24,7 @@ from extractor.assembler import Assembler
 from extractor.live_source import ReplicationSource
 from extractor.model import DnTxn, TxnKind
 from extractor.source import DirSource, DnSource
-from extractor.vtso import VtsoState
+from extractor.vtso import VtsoState, vtso_tso
 from merger import GlobalTxn
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class DnFeed:
                 self.file = name
                 for txn in asm.feed(name, self._count(name, events)):
                     self.txns += 1
-                    self.last_tso = int(txn.vtso[:19])
+                    self.last_tso = vtso_tso(txn.vtso)
                     self.last_tso_at = time.monotonic()
                     self.last_vtso = txn.vtso
                     put(txn)

@@ -47,10 +47,12 @@ from dumper.global_binlog import (
     crash_point,
     encode_txn,
 )
-from dumper.recovery import list_files
+from dumper.recovery import count_span, list_files
 from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
 from extractor import RestartPoint, extract, list_binlog_files, storage_sequences
+from extractor.members import check_dn_dirs
 from extractor.model import DnTxn
+from extractor.vtso import vtso_actual_tso
 from merger import merge
 
 log = logging.getLogger(__name__)
@@ -83,10 +85,18 @@ class Settings:
     # CPU). Off by default: on this 2-CPU machine the pickling of transactions between processes
     # costs about what the parallel extraction saves (bench/build.py --workers on|off).
     workers: bool | None = False
+    # refuse DN directories that are not one whole cluster (extractor.members); off only to make
+    # such an output on purpose (tests of verify)
+    check_cluster: bool = True
+    # [filter] include/exclude (schema_shaper.filters): changes the output, so a resume checks it
+    filter: dict | None = None
 
     def output_settings(self) -> dict:
-        return {"server_id": self.server_id, "server_version": self.server_version,
-                "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+        out = {"server_id": self.server_id, "server_version": self.server_version,
+               "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+        if self.filter:
+            out["filter"] = self.filter
+        return out
 
 
 class DnInput(Protocol):
@@ -204,6 +214,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
     (input), ``ShapeError`` — the output always ends at a whole transaction.
     """
     from schema_shaper import MetaStore, Shaper
+    from schema_shaper.filters import TableFilter, with_filter
 
     settings = settings or Settings()
     t0 = time.perf_counter()
@@ -265,8 +276,11 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
         track_input = total_in is not None and on_progress is not None
         progress = Progress(in_bytes_total=total_in)
         last_consumed = skip
-        counts = dict(state.counts) if state else {}
-        base = {k: counts.get(k, 0) for k in ("txns", "written", "events", "bytes")}
+        base = _resumed_counts(out, binlog, state)
+        # transactions after the last checkpoint (``prior``) are in the files but not in the saved
+        # counts: the regenerated ones ≤ skip are counted (and their membership checked) as the
+        # crashed run did, so state.json ends equal to an uninterrupted run's
+        prior = state.last_vtso if state else None
 
         def checkpoint() -> None:
             binlog.flush(fsync=True)
@@ -284,7 +298,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             save_state(out, st)
             result.checkpoints += 1
 
-        shape_txn = shaper.shape_txn
+        shape_txn = with_filter(shaper.shape_txn, TableFilter.from_settings(settings.filter))
         append = binlog.append
         next_check = time.perf_counter() + settings.checkpoint_seconds
         next_flush = time.perf_counter() + settings.flush_seconds
@@ -300,6 +314,12 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             vtso = g.vtso
             if skip is not None and vtso <= skip:
                 result.skipped += 1
+                if prior is None or vtso > prior:
+                    base["txns"] += 1
+                    if g.kind in BROADCAST_KINDS:
+                        check_broadcast_members(g, members, ended)
+                        if cluster_id is None:
+                            cluster_id = vtso_actual_tso(vtso)
                 if replay:
                     lt = shape_txn(g)
                     if vtso == last_in_files:
@@ -313,7 +333,7 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             if g.kind in BROADCAST_KINDS:
                 check_broadcast_members(g, members, ended)
                 if cluster_id is None:
-                    cluster_id = vtso[:38]
+                    cluster_id = vtso_actual_tso(vtso)
             append(shape_txn(g))
             last_consumed = vtso
             result.txns += 1
@@ -366,6 +386,19 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             store.close()
 
 
+def _resumed_counts(out: Path, binlog: GlobalBinlog, state: State | None) -> dict[str, int]:
+    """The counts to continue from: the saved ones plus what the files hold after the saved binlog
+    mark (transactions written after the last checkpoint, kept by recovery)."""
+    counts = dict(state.counts) if state else {}
+    base = {k: counts.get(k, 0) for k in ("txns", "written", "events", "bytes")}
+    saved = (state.binlog.file, state.binlog.pos) if state and state.binlog else None
+    span = count_span(out, binlog.files, saved, binlog.last_marker)
+    base["written"] += span.written
+    base["events"] += span.events
+    base["bytes"] += span.bytes
+    return base
+
+
 def _fill(progress: Progress, result: BuildResult, binlog: GlobalBinlog, done_in: dict[str, int],
           total_in: int | None, last: str | None, seconds: float) -> None:
     progress.txns = result.txns
@@ -404,4 +437,6 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     settings = settings or Settings()
     workers = settings.workers if settings.workers is not None else (os.cpu_count() or 1) > 1
     dns = [DirDn(d, worker=workers) for d in dn_dirs]
+    if settings.check_cluster:
+        check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
     return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)

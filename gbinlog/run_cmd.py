@@ -71,7 +71,7 @@ def run_command(config: str | None, engine: str, master: str | None, confs: tupl
 
     SIGTERM / SIGINT stop it cleanly (flush, fsync, state.json); after a SIGKILL the next start
     recovers and goes on from the restart points."""
-    from gbinlog.live import LiveRunner, RunError, ShutdownAbort
+    from gbinlog.live import ClusterRefused, LiveRunner, RunError, ShutdownAbort
 
     _logging(verbose)
     cfg = _load("run", config)
@@ -92,7 +92,7 @@ def run_command(config: str | None, engine: str, master: str | None, confs: tupl
         try:
             runner.start()
         except RunError as exc:
-            fail("run", str(exc))
+            fail("run", str(exc), 1 if isinstance(exc, ClusterRefused) else 2)
         where = f"{cfg.server.host}:{runner.endpoint.port}" if runner.endpoint else "no endpoint"
         metrics = f", metrics on {cfg.metrics.host}:{cfg.metrics.port}" if cfg.metrics.port else ""
         click.echo(f"gbinlog run: {len(cfg.dn)} DNs → {cfg.output.dir} (serving on {where}{metrics}); "

@@ -6,6 +6,7 @@ import heapq
 from collections.abc import Iterable, Iterator
 
 from extractor.model import DnTxn, TxnKind
+from extractor.vtso import vtso_is_tso
 from merger.errors import BranchConflict, NonMonotonicMerge
 from merger.model import GlobalTxn
 from merger.trace_merge import merge_by_trace
@@ -45,7 +46,7 @@ def merge(streams: Iterable[Iterable[DnTxn]]) -> Iterator[GlobalTxn]:
             raise NonMonotonicMerge(f"vtso {vtso} {what} {last.vtso} (DN {last.dn} at {last.end})",
                                     dn=txn.dn, file=end.file, offset=end.offset)
         last = txn
-        if txn.xid is None or vtso[38:48] != "0000000000":
+        if txn.xid is None or not vtso_is_tso(vtso):
             yield _one(txn)
             _refill(heap, its, i)
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from extractor.model import Block, DnTxn, TxnKind
+from extractor.vtso import vtso_is_tso
 
 
 @dataclass(slots=True, eq=False)
@@ -27,7 +28,7 @@ class GlobalTxn:
 
     @property
     def is_tso(self) -> bool:
-        return self.vtso[38:48] == "0000000000"
+        return vtso_is_tso(self.vtso)
 
     @property
     def server_id(self) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from extractor.vtso import vtso_tso
 from merger.model import GlobalTxn
 
 
@@ -52,12 +53,14 @@ class LogicalTxn:
     archive: bool = False
     # The GlobalTxn it came from (branches carry DN positions for checkpoints).
     source: GlobalTxn | None = None
+    # DDL: the (logical db, table or None) the DDL is about, for ``[filter]`` (schema_shaper.filters).
+    target: tuple[str, str | None] | None = None
 
     @property
     def tso(self) -> int:
         """The TSO the event timestamps come from: the commit TSO, or for a non-TSO txn the DN's
         max TSO (the vtso's first 19 digits are exactly that in both cases)."""
-        return int(self.vtso[:19])
+        return vtso_tso(self.vtso)
 
     @property
     def timestamp(self) -> int:

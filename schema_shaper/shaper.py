@@ -29,6 +29,7 @@ from typing import Any
 from binlog.constants import ROWS_V1_TYPES, ROWS_V2_TYPES
 from binlog.rows_events import decode_table_map
 from extractor.model import Block, TxnKind
+from extractor.vtso import vtso_tso
 from merger.model import GlobalTxn
 from schema_shaper.ddl import CreateDatabase, DropDatabase, parse_ddl, strip_polardbx
 from schema_shaper.errors import BadDdl, ShapeError, UnknownPhysicalSchema, UnknownTable, ValueMismatch
@@ -182,7 +183,7 @@ class Shaper(SchemaState):
                     out.append(LogicalBlock(plan.db, plan.table, plan.table_map, rows, blk.hint))
             elif kind == RESHAPE:
                 if tso is None:
-                    tso = int(g.vtso[:19])
+                    tso = vtso_tso(g.vtso)
                 rows = self._reshape_rows(plan, blk, g, tso)
                 self.counts["reshape"] += 1
                 if rows is not None:
@@ -278,7 +279,7 @@ class Shaper(SchemaState):
     # -- marks ----------------------------------------------------------------------------------------------
     def _mark(self, g: GlobalTxn) -> LogicalTxn:
         entries = self._guard(lambda: mark_entries(g), [])
-        outputs = []
+        outputs, targets = [], []
         fresh = g.vtso > self.vtso  # else applied already (a restart replays it): output only
         for entry in entries:
             if fresh:
@@ -288,6 +289,7 @@ class Shaper(SchemaState):
             out = self._guard(lambda entry=entry: self.ddl_output(entry), None)
             if out is not None:
                 outputs.append(out)
+                targets.append((entry.db, entry.table or None))
         if not outputs:
             return LogicalTxn(g.vtso, LogicalKind.NONE, archive=g.archive, source=g)
         if len(outputs) > 1:
@@ -298,7 +300,7 @@ class Shaper(SchemaState):
             log.warning("SKIPPED (on_error=skip): %s", err)
         out = outputs[0]
         return LogicalTxn(g.vtso, LogicalKind.DDL, query=out.query, db=out.db, sql=out.sql,
-                          server_id=out.server_id, archive=g.archive, source=g)
+                          server_id=out.server_id, archive=g.archive, source=g, target=targets[0])
 
     def ddl_output(self, entry: MarkEntry) -> DdlOutput | None:
         """The logical QUERY of a mark, or None when the DDL is not for MySQL (§5.2)."""

@@ -10,18 +10,17 @@ ROTATE after a group once they pass ``max_file_size``.
 from __future__ import annotations
 
 import struct
-import zlib
 from pathlib import Path
 
 from binlog.constants import EventFlag, EventType, post_header_table
-from binlog.header import HEADER_STRUCT
+from binlog.header import HEADER_STRUCT, crc32
 from binlog.writer import BinlogWriter
 from simulator import dn_events as ev
 
 DN_SERVER_VERSION = "8.0.32-X-Cluster-8.4.19-20240630"
 N_EVENT_TYPES = 105
 _HEADER_PACK = HEADER_STRUCT.pack
-_CRC = zlib.crc32
+_CRC = crc32
 _GTID = int(EventType.GTID)
 _GCN = int(EventType.GCN)
 _CONSENSUS = int(EventType.CONSENSUS_LOG)

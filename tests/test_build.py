@@ -93,6 +93,7 @@ def checksum(server: MariaDB, db: str, table: str, columns: list[str]) -> tuple[
     return int(rows[0][0]), int(rows[0][1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES)
 def test_replay_with_mariadb_binlog_into_mariadb_gives_the_truths_tables(built, server, name):
     truth = json.loads((ROOT / "fixtures" / name / "truth.json").read_text())
@@ -131,6 +132,7 @@ def bigger(tmp_path_factory) -> Path:
     return root / "in"
 
 
+@pytest.mark.slow
 def test_rotation_at_1mb_many_files_whole_txns_index(bigger, tmp_path):
     out = tmp_path / "out"
     r = run_cli("build", *[f"--dn={d}" for d in dn_dirs(bigger)], f"--out={out}", "--max-file-size=1MB",
@@ -181,7 +183,7 @@ def test_missing_dn_dir(tmp_path):
 def test_dn_dirs_from_different_clusters(two_clusters, tmp_path):
     a, b = two_clusters
     r = run_cli("build", f"--dn={a / 'dn0'}", f"--dn={b / 'dn1'}", f"--out={tmp_path / 'out'}")
-    assert r.returncode == 1 and "are not one cluster" in r.stderr, r.stderr
+    assert r.returncode == 1 and "DN dn1 is of another cluster" in r.stderr, r.stderr
     assert_no_output(tmp_path / "out")
 
 
@@ -239,6 +241,7 @@ def test_changed_settings_on_resume_are_refused(two_clusters, tmp_path):
     assert r.returncode == 1 and "would give different bytes" in r.stderr
 
 
+@pytest.mark.slow
 def test_disk_full_on_a_tiny_tmpfs(bigger, tmp_path):
     """A real full filesystem (a 1.5 MB tmpfs for a ~5 MB output): the build stops with a clear
     error and a non-zero exit, the files end at a whole transaction; with room again it resumes to
@@ -270,6 +273,6 @@ def test_progress_bar_and_summary(tmp_path):
     src = ROOT / "fixtures" / "drift-2dn"
     r = run_cli("build", *[f"--dn={d}" for d in dn_dirs(src)], f"--out={tmp_path / 'out'}", "--progress", check=True)
     assert "build:" in r.stderr and "txns=" in r.stderr and "100%" in r.stderr, r.stderr[-500:]
-    assert r.stdout.startswith(f"built {tmp_path / 'out'}: 212 transactions (200 written")
+    assert r.stdout.startswith(f"built {tmp_path / 'out'}: 217 transactions (204 written")
     r = run_cli("build", *[f"--dn={d}" for d in dn_dirs(src)], f"--out={tmp_path / 'out2'}", check=True)
     assert r.stderr == ""  # not a terminal: no bar

@@ -1,6 +1,7 @@
-"""Crash safety of ``gbinlog build`` (issue 5 Must show 3): SIGKILL at ≥ 20 random moments and at
-every file rotation, restart each time, and the final files are byte-identical to an
-uninterrupted build; ``verify --truth`` passes.
+"""Crash safety of ``gbinlog build`` (issue 5 Must show 3, issue 16 "state after a crash"): SIGKILL
+at ≥ 20 random moments and at every file rotation, restart each time, and the final files are
+byte-identical to an uninterrupted build, ``state.json`` equal to its state.json (counts, cluster id,
+restart points: it holds no timestamp); ``verify --truth`` passes.
 
 A 3-DN bank run (≈ 34k DN events, ≈ 14 output files of 64 KB) with a checkpoint every 50 ms, so
 kills land before the first checkpoint (no state.json: the files alone), between checkpoints
@@ -11,6 +12,7 @@ durable (the next file does not exist yet) and right after the next file and ind
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -23,6 +25,8 @@ import pytest
 
 from dumper.verify import verify
 from simulator.run import simulate
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = """\
@@ -52,18 +56,25 @@ def setup(tmp_path_factory):
                    timeout=120)
     files = {p.name: p.read_bytes() for p in ref.glob("binlog.*")}
     assert len(files) >= 10
-    return root, configs, files
+    return root, configs, files, state_of(ref)
+
+
+def state_of(out: Path) -> dict:
+    """state.json as JSON (it holds no timestamp: every field must match)."""
+    return json.loads((out / "state.json").read_text())
 
 
 def output(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in out.glob("binlog.*")}
 
 
-def finish_and_check(root: Path, config: Path, out: Path, ref: dict[str, bytes]) -> None:
+def finish_and_check(root: Path, config: Path, out: Path, ref: dict[str, bytes], ref_state: dict) -> None:
     r = subprocess.run(gbinlog_build(root / "in", out, config), capture_output=True, text=True, cwd=ROOT,
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert output(out) == ref
+    # issue 16: not only the files, state.json too (counts, cluster id, restart points, members)
+    assert state_of(out) == ref_state
     report = verify(out, root / "in" / "truth.json")
     assert report.ok and report.truth_checked, report.errors
 
@@ -73,7 +84,7 @@ def test_sigkill_at_every_rotation_and_crash_point(setup, tmp_path):
     is started), with a half-written transaction or between fsync and state.json now and then.
     DNs are extracted in worker processes here: they must die with the killed build (an orphan
     would hold its pipes and the run would never end)."""
-    root, configs, ref = setup
+    root, configs, ref, ref_state = setup
     config = configs["true"]
     out = tmp_path / "out"
     rng = random.Random(7)
@@ -98,13 +109,13 @@ def test_sigkill_at_every_rotation_and_crash_point(setup, tmp_path):
     # every rotation was hit (binlog.index is in ref too)
     assert kills["rotated"] + kills["opened"] + kills.get("either", 0) >= len(ref) - 2, kills
     assert kills.get("either", 0) >= 3, kills
-    finish_and_check(root, config, out, ref)
+    finish_and_check(root, config, out, ref, ref_state)
 
 
 def test_sigkill_at_random_moments(setup, tmp_path):
     """≥ 20 SIGKILLs at random moments of the run (a fresh output directory whenever one
     completes), every output ends identical to the uninterrupted build (in-process extraction)."""
-    root, configs, ref = setup
+    root, configs, ref, ref_state = setup
     config = configs["false"]
     # how long a whole run takes here (start-up included): kills are spread over its second half,
     # where the build works (the first half is mostly Python starting and importing)
@@ -117,7 +128,12 @@ def test_sigkill_at_random_moments(setup, tmp_path):
     outs = 0
     out = tmp_path / f"out{outs}"
     states = {"no output yet": 0, "files, no state.json": 0, "files and state.json": 0}
-    while landed < 20:
+    # bounded in count and time: a busy machine may let runs finish before their kill, but never
+    # more than 60 of them, and never past 6 minutes
+    deadline = time.monotonic() + 360
+    for _attempt in range(60):
+        if landed >= 20 or time.monotonic() > deadline:
+            break
         proc = subprocess.Popen(gbinlog_build(root / "in", out, config), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, cwd=ROOT)
         time.sleep(rng.uniform(0.45, 1.0) * t_full)
@@ -137,7 +153,9 @@ def test_sigkill_at_random_moments(setup, tmp_path):
         assert proc.returncode in (0, -signal.SIGKILL), err
         if proc.returncode == 0:
             assert output(out) == ref
+            assert state_of(out) == ref_state
             outs += 1
             out = tmp_path / f"out{outs}"
+    assert landed >= 20, (landed, states)
     assert states["files and state.json"] >= 5, states  # most kills hit a run that was writing
-    finish_and_check(root, config, out, ref)
+    finish_and_check(root, config, out, ref, ref_state)

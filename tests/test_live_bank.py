@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from gbinlog.replica import free_port
 from tests.mariadb import MariaDB
 from tests.test_live_support import (
@@ -33,6 +35,8 @@ from tests.test_live_support import (
     wait_for,
     write_config,
 )
+
+pytestmark = pytest.mark.slow
 
 DURATION = 60
 KILLS = 10

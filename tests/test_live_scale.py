@@ -15,6 +15,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from gbinlog.replica import free_port
 from tests.mariadb import MariaDB
 from tests.test_live_bank import files_of, status
@@ -28,6 +30,8 @@ from tests.test_live_support import (
     wait_for,
     write_config,
 )
+
+pytestmark = pytest.mark.slow
 
 DURATION = 16
 

@@ -14,10 +14,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from extractor import extract, storage_sequences
 from extractor.live_source import ReplicationSource
 from merger import merge
 from tests.test_live_support import wait_for
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -147,6 +147,7 @@ def test_server_outage_reconnects_and_loses_nothing(dn0, tmp_path):
     assert c.src.last_error
 
 
+@pytest.mark.slow
 def test_growing_dn_dirs_of_the_live_simulator(tmp_path):
     """Two DNs written in real time and served by the endpoint: what comes out live equals
     ``extract(dir)`` of the finished directories."""

@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -150,6 +151,7 @@ def run_schedule(root: Path, n_dns: int, n_txns: int, rng: random.Random) -> tup
     return cl, txns
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n_dns=st.integers(1, 4), n_txns=st.integers(1, 40), rng=st.randoms(use_true_random=False))
 def test_merged_order_is_global_commit_order(n_dns, n_txns, rng):

@@ -50,6 +50,7 @@ def materialize(directory, files: dict[str, bytes], index: list[str] | None = No
     (directory / "binlog.index").write_text("".join(f"./{n}\n" for n in names))
 
 
+@pytest.mark.slow
 def test_cut_anywhere_then_resume_gives_identical_bytes(tmp_path, reference):
     """The crash stopped the writer after N bytes of the whole output (files written in order):
     every prefix of the last file, incl. mid-FDE, mid-event and mid-ROTATE, at 60 random cuts and
@@ -172,3 +173,33 @@ def test_empty_first_file_is_removed_and_restarted(tmp_path, reference):
     resume(tmp_path, txns)
     assert binlog_files(tmp_path) == ref
     assert sum(1 for t in txns if writes(t)) > 100
+
+
+@pytest.mark.parametrize("damage", ["torn", "missing", "bad_fde"])
+def test_damaged_middle_file_stops_the_build_naming_it_and_nothing_is_written(tmp_path, damage):
+    """Issue 14 Must show 4: recovery checks every file the index lists, not only the last. A middle
+    file cut short (its ROTATE gone), deleted while still listed, or with a broken FDE: ``gbinlog
+    build`` resuming the directory says so in one line naming the file, exit 1, and changes nothing."""
+    from tests.test_build import ROOT, dn_dirs, run_cli
+
+    dns = [f"--dn={d}" for d in dn_dirs(ROOT / "fixtures" / "bank-4dn")]
+    out = tmp_path / "out"
+    run_cli("build", *dns, f"--out={out}", "--max-file-size=32KB", "--no-progress", check=True)
+    names = sorted(p.name for p in out.glob("binlog.0*"))
+    assert len(names) >= 3
+    victim = out / names[1]
+    if damage == "torn":
+        victim.write_bytes(victim.read_bytes()[:victim.stat().st_size // 2])
+    elif damage == "missing":
+        victim.unlink()
+    else:
+        data = bytearray(victim.read_bytes())
+        data[30] ^= 0xFF                      # inside the FDE's server version
+        victim.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    r = run_cli("build", *dns, f"--out={out}", "--max-file-size=32KB", "--no-progress")
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert names[1] in lines[0], lines[0]
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -24,6 +24,8 @@ from gbinlog.spark_engine.datasource import spark_int_hash
 from gbinlog.spark_engine.layout import unpack_u32
 from tests.spark_support import FIXTURES, dn_dirs, spark  # noqa: F401  (the session fixture)
 
+pytestmark = pytest.mark.slow
+
 
 def meta_rows(directory: Path) -> dict[str, list]:
     con = sqlite3.connect(directory / "meta.db")

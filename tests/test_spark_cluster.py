@@ -9,9 +9,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from gbinlog.local_engine import Settings
 from gbinlog.local_engine import build as local_build
 from tests.spark_support import FIXTURES, StandaloneCluster, dn_dirs, fast_java_options
+
+pytestmark = pytest.mark.slow
 
 
 def test_standalone_master_and_two_workers(tmp_path):

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from gbinlog.replica import free_port
 from simulator.live import LiveSimulation
 from tests.mariadb import MariaDB
@@ -33,6 +35,8 @@ from tests.test_live_support import (
     truth_checksums,
     wait_for,
 )
+
+pytestmark = pytest.mark.slow
 
 DNS = 3
 DURATION = 20

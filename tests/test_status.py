@@ -12,11 +12,15 @@ import threading
 import time
 import urllib.request
 
+import pytest
+
 from extractor import extract
 from extractor.live_source import ReplicationSource
 from gbinlog.replica import free_port
 from simulator.live import LiveSimulation
 from tests.test_live_support import REPL_PASSWORD, REPL_USER, ROOT, Service, wait_for
+
+pytestmark = pytest.mark.slow
 
 DURATION = 8
 

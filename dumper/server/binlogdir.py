@@ -10,15 +10,13 @@ from __future__ import annotations
 import os
 import struct
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from binlog.constants import BINLOG_MAGIC, CRC_LEN, HEADER_LEN, MAX_EVENT_SIZE, EventFlag, EventType
-from binlog.header import HEADER_STRUCT
+from binlog.header import HEADER_STRUCT, crc_bytes, crc_ok
 
 _U32 = struct.Struct("<I")
-_CRC_RESIDUE = 0x2144DF1C
 # FDE body: binlog_version u16, server_version[50], created u32 -> 'created' sits at 19 + 2 + 50.
 FDE_CREATED_OFFSET = HEADER_LEN + 2 + 50
 
@@ -186,7 +184,7 @@ def patch_fde(raw: bytes, start_pos: int) -> bytes:
         buf[13:17] = b"\0\0\0\0"
         buf[FDE_CREATED_OFFSET:FDE_CREATED_OFFSET + 4] = b"\0\0\0\0"
         if raw[-CRC_LEN - 1] == 1:
-            buf[-CRC_LEN:] = zlib.crc32(buf[:-CRC_LEN]).to_bytes(4, "little")
+            buf[-CRC_LEN:] = crc_bytes(buf[:-CRC_LEN])
     return bytes(buf)
 
 
@@ -196,7 +194,7 @@ def artificial_event(type_code: int, body: bytes, *, server_id: int, log_pos: in
     size = HEADER_LEN + len(body) + (CRC_LEN if checksum else 0)
     event = HEADER_STRUCT.pack(0, type_code, server_id, size, log_pos, flags) + body
     if checksum:
-        event += zlib.crc32(event).to_bytes(4, "little")
+        event += crc_bytes(event)
     return event
 
 
@@ -232,7 +230,7 @@ def event_at(fh, pos: int, checksum: bool) -> str | None:
         raw = fh.read(size)
         if len(raw) < size:
             return "no complete event there"
-        if zlib.crc32(raw) != _CRC_RESIDUE:
+        if not crc_ok(raw):
             return "CRC32 mismatch"
     return None
 

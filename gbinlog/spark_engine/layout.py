@@ -14,16 +14,13 @@ sit where they belong (one range, one file) is renamed instead of copied.
 from __future__ import annotations
 
 import os
-import struct
-import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from binlog.writer import next_file_name, relocate, rotation_due
 from gbinlog.spark_engine.errors import in_task, reraise
-
-_U32 = struct.Struct("<I")
 
 
 @dataclass
@@ -90,27 +87,12 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
             pos += size
             cur.end = pos
             last_mark = (cur.name, pos)
-            if pos >= max_file_size:
+            if rotation_due(pos, max_file_size):
                 cur.rotate_ts = ts
                 cur = FilePlan(file_name(len(files) + 1), ts)
                 files.append(cur)
                 pos = cur.end = fde_len
     return Layout(files, last_mark)
-
-
-def relocate(buf: bytearray, delta: int) -> None:
-    """Move a run of whole events by ``delta`` bytes: rewrite each ``log_pos`` and CRC32 in place."""
-    view = memoryview(buf)
-    pack, crc32 = _U32.pack_into, zlib.crc32
-    off, n = 0, len(buf)
-    while off < n:
-        size = int.from_bytes(view[off + 9:off + 13], "little")
-        end = off + size
-        if size < 23 or end > n:
-            raise ValueError(f"event of {size} bytes at {off} runs past the segment ({n} bytes)")
-        pack(buf, off + 13, int.from_bytes(view[off + 13:off + 17], "little") + delta)
-        pack(buf, end - 4, crc32(view[off:end - 4]))
-        off = end
 
 
 def copy_segments(src: str, out_dir: str, segments: list[tuple[int, int, str, int]]) -> int:
@@ -161,9 +143,8 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
         with open(path, "r+b") as fh:
             fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts))
             if f.rotate_ts is not None:
-                nxt = file_name(int(f.name.rsplit(".", 1)[1]) + 1)
                 fh.seek(f.end)
-                fh.write(rotate_event(f.end, nxt, timestamp=f.rotate_ts, server_id=server_id))
+                fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts, server_id=server_id))
                 fh.truncate()
         result.files.append(f.name)
     if jobs:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from extractor.model import DnTxn
+from extractor.vtso import vtso_tso
 from gbinlog.config import Config, DnConfig
 from gbinlog.live import LiveRunner, RunError
 from gbinlog.live_feed import _END, drain_feed
@@ -81,7 +82,7 @@ class SparkFeed:
             last = self.last_key = key
             self.txns += 1
             self.last_vtso = t.vtso
-            self.last_tso = int(t.vtso[:19])
+            self.last_tso = vtso_tso(t.vtso)
             if end is not None:
                 self.file, self.pos = end.file, end.offset
 
