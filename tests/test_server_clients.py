@@ -257,7 +257,7 @@ def test_global_binlog_through_the_endpoint_pmr_rows_equal_the_truth_and_mariadb
     with start_in_thread(ServerConfig(dir=out, users=USERS)) as h:
         stream = BinLogStreamReader(connection_settings={**CONN, "port": h.port}, server_id=305,
                                     blocking=False, log_file="binlog.000001", log_pos=4,
-                                    only_events=ROW_EVENTS, only_schemas=["bank"])
+                                    only_events=ROW_EVENTS, only_schemas=["bank"], only_tables=["accounts"])
         got = []
         for ev in stream:
             assert (ev.schema, ev.table) == ("bank", "accounts")
