@@ -12,7 +12,7 @@ import click
 # The keys of ``gbinlog build --config FILE`` ([build] table); command-line options win.
 BUILD_KEYS = {"dn": list, "out": str, "server_id": int, "server_version": str, "max_file_size": (int, str),
               "heartbeat_interval": int, "meta_store": str, "checkpoint_seconds": (int, float), "checkpoint_bytes": (int, str),
-              "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool}
+              "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool, "gtids": bool}
 CONFIG_EXAMPLE = """\
 [build]
 dn = ["/data/dn0", "/data/dn1"]     # DN binlog directories (added to --dn)
@@ -26,6 +26,7 @@ checkpoint_seconds = 2.0            # how often state.json is written (after an 
 checkpoint_bytes = "64MB"           # … or after this much output
 on_error = "raise"                  # or "skip": shaping errors skip the block with a warning
 workers = false                     # extract each DN in a worker process (default: off)
+gtids = true                        # GTID events + PREVIOUS_GTIDS (a MySQL 8 replica with auto-position)
 engine = "local"                    # or "spark"
 """
 
@@ -121,13 +122,15 @@ class _Bar:
 @click.option("--conf", "confs", multiple=True, help="Spark setting k=v (--engine spark); repeatable.")
 @click.option("--workers/--no-workers", default=None,
               help="Extract each DN in a worker process (default: off; see bench/build.py).")
+@click.option("--gtids/--no-gtids", default=None,
+              help="A GTID event before every transaction and PREVIOUS_GTIDS in every file (default: on).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 @click.option("--include", "includes", multiple=True, metavar="PATTERN",
               help="Only these databases/tables: 'db' or 'db.table', wildcards % _ (or * ?); repeatable.")
 @click.option("--exclude", "excludes", multiple=True, metavar="PATTERN",
               help="Leave these databases/tables (rows and DDL) out, e.g. 'bank.audit*'; repeatable.")
 def build_command(dns, out, config, max_file_size, server_id, server_version, meta_store, resume, engine, master,
-                  confs, workers, progress, includes, excludes) -> None:
+                  confs, workers, gtids, progress, includes, excludes) -> None:
     """Build the global binlog of DN binlog directories: extract → merge → shape → dump.
 
     Resumable: on an existing output directory it recovers the files (anything after the last
@@ -147,7 +150,7 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         raise click.UsageError("give --out DIR (or build.out in --config)")
     settings = Settings()
     for key in ("server_id", "server_version", "max_file_size", "heartbeat_interval", "meta_store",
-                "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers"):
+                "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers", "gtids"):
         if key in cfg:
             setattr(settings, key, cfg[key])
     flt = cfg.get("filter", {})
@@ -171,6 +174,8 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         settings.meta_store = meta_store
     if workers is not None:
         settings.workers = workers
+    if gtids is not None:
+        settings.gtids = gtids
     try:
         check_server_version(settings.server_version)
     except ValueError as exc:
@@ -228,7 +233,7 @@ def _spark_build(dn_dirs, out, settings, master, confs) -> None:
         result = spark_build(dn_dirs, out, server_id=settings.server_id, server_version=settings.server_version,
                              max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
                              meta_store=settings.meta_store, master=master, conf=list(confs),
-                             on_error=settings.on_error)
+                             on_error=settings.on_error, gtids=settings.gtids)
     except Exception as exc:
         from binlog.errors import BinlogError
         from dumper.global_binlog import DumperError

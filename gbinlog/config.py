@@ -10,6 +10,7 @@ relative to the config file's directory. Example::
     [output]
     dir = "/var/lib/gbinlog"        # binlog.NNNNNN, binlog.index, state.json, status.json
     rotate_size = "500MB"           # bytes, or a number with KB/MB/GB
+    gtids = true                    # GTID events (auto-position); false for consumers that cannot take them
 
     [server]                        # the replication endpoint replicas attach to
     host = "127.0.0.1"
@@ -109,6 +110,7 @@ class OutputConfig:
     dir: Path
     rotate_size: int = DEFAULT_ROTATE_SIZE
     server_version: str = DEFAULT_OUTPUT_VERSION
+    gtids: bool = True
 
 
 @dataclass(frozen=True, slots=True)

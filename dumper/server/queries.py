@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from dumper.gtid import GtidError, format_gtid_set, is_subset, parse_gtid_set, subtract
 from dumper.server import protocol as p
 from dumper.server.binlogdir import BinlogDirError
 from dumper.server.catalog import CachedCatalog, Catalog
+from dumper.server.gtid_dump import GtidFiles
 from dumper.server.infoschema import INT_COLUMNS, InfoSchemaCache, InfoSchemaError
 from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
@@ -147,9 +149,14 @@ def tokenize(sql: str) -> list[tuple[str, str]]:
 
 def system_variables(server: BinlogServer) -> dict[str, object]:
     cfg = server.config
+    # GTIDs answer what the files hold (dumper.gtid): ON with the sid of their GTID events.
+    gtids = server.queries.gtid_files
+    files = server.bdir.files()
+    gtid_uuid = gtids.server_uuid(files)
+    gtid_mode = "ON" if gtid_uuid else cfg.gtid_mode
     return {
         "server_id": cfg.server_id,
-        "server_uuid": cfg.uuid,
+        "server_uuid": gtid_uuid or cfg.uuid,
         "version": cfg.version,
         "version_comment": "gbinlog replication endpoint",
         "binlog_checksum": server.bdir.checksum_name(),
@@ -157,10 +164,10 @@ def system_variables(server: BinlogServer) -> dict[str, object]:
         "binlog_format": "ROW",
         "binlog_row_image": "FULL",
         "binlog_row_metadata": cfg.binlog_row_metadata,
-        "gtid_mode": cfg.gtid_mode,
-        "enforce_gtid_consistency": "OFF",
-        "gtid_executed": "",
-        "gtid_purged": "",
+        "gtid_mode": gtid_mode,
+        "enforce_gtid_consistency": gtid_mode,
+        "gtid_executed": gtids.text(files, "executed"),
+        "gtid_purged": gtids.text(files, "purged"),
         "gtid_binlog_pos": "",
         "gtid_current_pos": "",
         "gtid_domain_id": 0,
@@ -216,6 +223,7 @@ class QueryHandler:
         self._info = InfoSchemaCache()
         self.show_schema = ShowSchema(self)
         self.prepared = PreparedStatements(self)
+        self.gtid_files = GtidFiles(server.bdir.path)
 
     def handle(self, session: Session, sql: str) -> list[bytes]:
         try:
@@ -346,6 +354,9 @@ class QueryHandler:
                     j += 1
                 if depth:
                     raise parse_error(sql)
+                if low in _ARG_FUNCTIONS:
+                    args = self._arguments(session, toks[i + 2:j - 1], sql)
+                    return _ARG_FUNCTIONS[low](args), j
                 fn = _FUNCTIONS.get(low)
                 if fn is None:
                     raise QueryError(1305, f"FUNCTION {text} does not exist", "42000")
@@ -355,6 +366,18 @@ class QueryHandler:
             if bare_word_ok and i + 1 == len(toks) or bare_word_ok and toks[i + 1] == ("op", ","):
                 return _strip_ident(text), i + 1  # SET x = ON / OFF / DEFAULT / utf8mb4
         raise parse_error(sql)
+
+    def _arguments(self, session: Session, toks: list[tuple[str, str]], sql: str) -> list[object]:
+        args = []
+        i = 0
+        while i < len(toks):
+            value, i = self._expr(session, toks, i, sql)
+            args.append(value)
+            if i < len(toks):
+                if toks[i] != ("op", ","):
+                    raise parse_error(sql)
+                i += 1
+        return args
 
     # -- SET ------------------------------------------------------------------------------------------
     def _set(self, session: Session, toks: list[tuple[str, str]], sql: str) -> None:
@@ -437,7 +460,8 @@ class QueryHandler:
             files = server.bdir.files()
             rows = []
             if files:
-                rows = [[files[-1], server.bdir.size(files[-1]), "", "", ""]]
+                rows = [[files[-1], server.bdir.size(files[-1]), "", "",
+                         self.gtid_files.text(files, "executed")]]
             cols = [p.Column("File"), p.Column("Position", p.TYPE_LONGLONG), p.Column("Binlog_Do_DB"),
                     p.Column("Binlog_Ignore_DB"), p.Column("Executed_Gtid_Set")]
             return ResultSet(cols, rows, session.status)
@@ -631,3 +655,24 @@ _FUNCTIONS: dict[str, Callable[[BinlogServer, Session], object]] = {
     # MariaDB replicas ask for the GTID of a position; there are no GTIDs here: NULL (§2.1 step 8b).
     "binlog_gtid_pos": lambda s, sess: None,
 }
+
+
+def _gtid_function(name: str, arity: int, fn: Callable[..., object]) -> Callable[[list[object]], object]:
+    def call(args: list[object]) -> object:
+        if len(args) != arity:
+            raise QueryError(1582, f"Incorrect parameter count in the call to native function '{name}'", "42000")
+        if any(a is None for a in args):
+            return None
+        try:
+            return fn(*(parse_gtid_set(str(a)) for a in args))
+        except GtidError as exc:
+            raise QueryError(1772, str(exc).replace("malformed", "Malformed")) from None
+    return call
+
+
+# Functions that take arguments (Debezium asks GTID_SUBTRACT of the server).
+_ARG_FUNCTIONS: dict[str, Callable[[list[object]], object]] = {
+    "gtid_subtract": _gtid_function("GTID_SUBTRACT", 2, lambda a, b: format_gtid_set(subtract(a, b))),
+    "gtid_subset": _gtid_function("GTID_SUBSET", 2, lambda a, b: int(is_subset(a, b))),
+}
+

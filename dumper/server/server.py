@@ -21,6 +21,7 @@ from dumper.server import protocol as p
 from dumper.server.binlogdir import BinlogDir
 from dumper.server.config import ServerConfig
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+from dumper.server.gtid_dump import dump_gtid_request
 from dumper.server.prepared import STMT_COMMANDS
 from dumper.server.queries import QueryHandler, Session
 
@@ -234,11 +235,7 @@ class BinlogServer:
                 await self._dump(conn, reader, payload[1:])
                 return  # the session ends with the dump (MariaDB's "fake COM_QUIT")
             elif cmd == COM_BINLOG_DUMP_GTID:
-                conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG,
-                                        "COM_BINLOG_DUMP_GTID is not supported: this server has no GTIDs; "
-                                        "replicate by file and position (MASTER_USE_GTID=no, "
-                                        "SOURCE_AUTO_POSITION=0)")])
-                await conn.writer.drain()
+                await self._dump(conn, reader, payload[1:], by_gtid=True)
                 return
             else:
                 conn.send([p.err_packet(p.ER_UNKNOWN_COM, f"Unknown command {cmd}", "08S01")])
@@ -262,9 +259,13 @@ class BinlogServer:
                          "user": fields[1].decode("utf-8", "replace"), "port": port}
         return p.ok_packet(status=session.status)
 
-    async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes) -> None:
+    async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes, by_gtid: bool = False) -> None:
         try:
-            request = DumpRequest.parse(body)
+            if by_gtid:  # auto-position: the first transaction the client lacks (gtid_dump)
+                request = await asyncio.to_thread(dump_gtid_request, body, self.queries.gtid_files, self.bdir.path,
+                                                  self.bdir.files())
+            else:
+                request = DumpRequest.parse(body)
         except DumpError as exc:
             conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, str(exc))])
             await conn.writer.drain()
