@@ -10,6 +10,7 @@ relative to the config file's directory. Example::
     [output]
     dir = "/var/lib/gbinlog"        # binlog.NNNNNN, binlog.index, state.json, status.json
     rotate_size = "500MB"           # bytes, or a number with KB/MB/GB
+    gtids = true                    # GTID events (auto-position); false for consumers that cannot take them
 
     [server]                        # the replication endpoint replicas attach to
     host = "127.0.0.1"
@@ -109,6 +110,7 @@ class OutputConfig:
     dir: Path
     rotate_size: int = DEFAULT_ROTATE_SIZE
     server_version: str = DEFAULT_OUTPUT_VERSION
+    gtids: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,10 +300,12 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"server.users[{i}].name: must not be empty")
         if names.count(u.name) > 1:
             raise ConfigError(f"server.users[{i}].name: {u.name!r} appears twice")
-    for version, where in ((cfg.server.version, "server.version"),
-                           (cfg.output.server_version, "output.server_version")):
-        if not (version.startswith("5.") or version.startswith("10.")):
-            raise ConfigError(f"{where}: must start with 5. (mariadb-binlog rejects others), got {version!r}")
+    if not (cfg.server.version.startswith("5.") or cfg.server.version.startswith("10.")):
+        raise ConfigError(f"server.version: must start with 5. (mariadb-binlog rejects others), "
+                          f"got {cfg.server.version!r}")
+    if not cfg.output.server_version.startswith(("5.", "8.")):
+        raise ConfigError(f"output.server_version: must start with 5. or 8. (the FDE dialect), "
+                          f"got {cfg.output.server_version!r}")
     if not 1 <= cfg.server.server_id < 1 << 32 or not 1 <= cfg.source.server_id < 1 << 32:
         raise ConfigError("server.server_id / source.server_id: must be 1..4294967295")
     if cfg.server.server_id == cfg.source.server_id:

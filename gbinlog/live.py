@@ -249,7 +249,7 @@ class LiveRunner:
         meta = cfg.metadb or "meta.db"
         return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
                         max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
-                        flush_seconds=0.0, filter=cfg.filter.settings())
+                        flush_seconds=0.0, filter=cfg.filter.settings(), gtids=cfg.output.gtids)
 
     def _recover(self) -> None:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
@@ -261,7 +261,8 @@ class LiveRunner:
             state = load_state(self.out)
             gb = GlobalBinlog(self.out, server_id=s.server_id, server_version=s.server_version,
                               max_file_size=s.max_file_size, heartbeat_interval=s.heartbeat_interval,
-                              hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
+                              hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
+                              gtids=s.gtids)
         except (DumperError, StateError, OSError) as exc:
             raise RunError(f"output.dir {self.out}: {exc}") from None
         for action in gb.recovery.actions:
