@@ -10,6 +10,7 @@ relative to the config file's directory. Example::
     [output]
     dir = "/var/lib/gbinlog"        # binlog.NNNNNN, binlog.index, state.json, status.json
     rotate_size = "500MB"           # bytes, or a number with KB/MB/GB
+    gtids = true                    # GTID events (auto-position); false for consumers that cannot take them
 
     [server]                        # the replication endpoint replicas attach to
     host = "127.0.0.1"
@@ -121,6 +122,7 @@ class OutputConfig:
     dir: Path
     rotate_size: int = DEFAULT_ROTATE_SIZE
     server_version: str = DEFAULT_OUTPUT_VERSION
+    gtids: bool = True
     expire_logs_seconds: float = 0.0   # purge files older than this (0 = keep); see dumper/server/retention.py
     max_total_size: int = 0            # purge oldest files while the total is above this (0 = no limit)
 
@@ -311,8 +313,8 @@ def validate(cfg: Config) -> None:
         raise ConfigError("dn: every DN is standby; at least one must be read from the start")
     _check_port(cfg.metrics.port, "metrics.port", True)
     validate_server(cfg.server, need_users=bool(cfg.server.port))
-    if not (cfg.output.server_version.startswith("5.") or cfg.output.server_version.startswith("10.")):
-        raise ConfigError("output.server_version: must start with 5. (mariadb-binlog rejects others), "
+    if not cfg.output.server_version.startswith(("5.", "8.")):
+        raise ConfigError(f"output.server_version: must start with 5. or 8. (the FDE dialect), "
                           f"got {cfg.output.server_version!r}")
     validate_retention(cfg.output)
     if not 1 <= cfg.source.server_id < 1 << 32:

@@ -40,7 +40,7 @@ from extractor.model import DnTxn, TxnKind
 from extractor.vtso import storage_sequences, tso_physical_ms, vtso_tso
 from gbinlog.config import Config, DnConfig
 from gbinlog.live_feed import DnFeed, FeedIdle, FeedStopped, LiveMerge, dn_source, storage_change
-from gbinlog.metrics import Metrics
+from gbinlog.metrics import Metrics, health_of
 
 log = logging.getLogger(__name__)
 LIVE_FILE = "live.json"
@@ -111,6 +111,8 @@ class LiveRunner:
         self.merge: LiveMerge | None = None
         self.endpoint: Any = None
         self.metrics = Metrics()
+        self._last_status: dict | None = None
+        self.metrics.health_source = lambda: self._last_status   # /healthz reads the status loop's last
         self.started_at = time.time()
         self.progress: Any = None
         self.result: Any = None
@@ -247,7 +249,7 @@ class LiveRunner:
         meta = cfg.metadb or "meta.db"
         return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
                         max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
-                        flush_seconds=0.0, filter=cfg.filter.settings())
+                        flush_seconds=0.0, filter=cfg.filter.settings(), gtids=cfg.output.gtids)
 
     def _recover(self) -> None:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
@@ -259,7 +261,8 @@ class LiveRunner:
             state = load_state(self.out)
             gb = GlobalBinlog(self.out, server_id=s.server_id, server_version=s.server_version,
                               max_file_size=s.max_file_size, heartbeat_interval=s.heartbeat_interval,
-                              hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
+                              hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
+                              gtids=s.gtids)
         except (DumperError, StateError, OSError) as exc:
             raise RunError(f"output.dir {self.out}: {exc}") from None
         for action in gb.recovery.actions:
@@ -485,6 +488,8 @@ class LiveRunner:
             "error": str(self.error) if self.error else None,
             "output": str(self.out),
             "endpoint": f"{self.cfg.server.host}:{self.endpoint.port}" if self.endpoint else None,
+            "endpoint_expected": bool(self.cfg.server.port),
+            "endpoint_listening": self.endpoint is not None and self.endpoint.thread.is_alive(),
             "heartbeat": {"interval_ms": self.cfg.heartbeat.interval_ms, "stall_ms": self.cfg.heartbeat.stall_ms},
             "dns": dns,
             "merge": {"watermark": merge.last if merge else None, "dns": merge.dns if merge else [],
@@ -519,6 +524,10 @@ class LiveRunner:
         if st["lag_ms"] is not None:
             m.lag.set(st["lag_ms"])
         m.replicas.set(len(st["replicas"]))
+        m.update_output(self.out)
+        ok, reason = health_of(st)
+        st["health"] = {"ok": ok, "reason": reason}
+        self._last_status = st
         tmp = self.out / f".{STATUS_FILE}.tmp"
         tmp.write_text(json.dumps(st, indent=1) + "\n")
         os.replace(tmp, self.out / STATUS_FILE)

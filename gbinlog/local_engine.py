@@ -49,9 +49,10 @@ from dumper.global_binlog import (
 )
 from dumper.recovery import count_span, list_files
 from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
-from extractor import RestartPoint, extract, list_binlog_files, storage_sequences
+from extractor import RestartPoint, extract, storage_sequences
 from extractor.members import check_dn_dirs
 from extractor.model import DnTxn
+from extractor.source import NotADnDirectory, dn_binlog_files
 from extractor.vtso import vtso_actual_tso
 from merger import merge
 
@@ -90,10 +91,14 @@ class Settings:
     check_cluster: bool = True
     # [filter] include/exclude (schema_shaper.filters): changes the output, so a resume checks it
     filter: dict | None = None
+    # a GTID event before every transaction and PREVIOUS_GTIDS in every file (dumper.gtid); off for
+    # consumers that cannot take them
+    gtids: bool = True
 
     def output_settings(self) -> dict:
         out = {"server_id": self.server_id, "server_version": self.server_version,
-               "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+               "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval,
+               "gtids": self.gtids}
         if self.filter:
             out["filter"] = self.filter
         return out
@@ -121,9 +126,10 @@ class DirDn:
         if not self.directory.is_dir():
             raise BuildError(f"DN binlog directory {self.directory} does not exist")
         self.dn_id = dn_id or self.directory.resolve().name
-        self.files = list_binlog_files(self.directory)
-        if not self.files:
-            raise BuildError(f"DN binlog directory {self.directory} holds no binlog file")
+        try:
+            self.files = dn_binlog_files(self.directory, self.dn_id)
+        except NotADnDirectory as exc:
+            raise BuildError(str(exc)) from None
         self.sizes = [(self.directory / f).stat().st_size for f in self.files]
         starts, total = {}, 0
         for name, size in zip(self.files, self.sizes, strict=True):
@@ -241,7 +247,8 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             check_broadcast_prefixes({d.dn_id: broadcast_prefix(d.probe(seqs[d.dn_id])) for d in dns})
     binlog = GlobalBinlog(out, server_id=settings.server_id, server_version=settings.server_version,
                           max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
-                          hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
+                          hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
+                          gtids=settings.gtids)
     result = BuildResult(out, resumed=state is not None or binlog.last_vtso is not None,
                          recovery=list(binlog.recovery.actions))
     for action in result.recovery:
@@ -425,6 +432,26 @@ def _check_same_bytes(binlog: GlobalBinlog, lt, out: Path) -> None:
                               "settings); use a new output directory")
 
 
+def check_output_dir(out_dir: str | os.PathLike, dns: Sequence[DirDn]) -> None:
+    """The output directory is not an input DN's binlog directory (nor inside one), not a file,
+    and can be created."""
+    out = Path(out_dir)
+    where = out.resolve()
+    for d in dns:
+        src = d.directory.resolve()
+        if where == src or src in where.parents:
+            raise BuildError(f"--out {out} is DN {d.dn_id}'s binlog directory {d.directory} (an input): the global "
+                             "binlog goes to a directory of its own")
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"--out {out} is not a directory")
+    if out.is_dir() and any(out.glob("mysql-bin.*")):
+        raise BuildError(f"--out {out} holds a DN's binlog (mysql-bin.*): the global binlog goes to a directory "
+                         "of its own")
+    parent = next((p for p in [out, *out.parents] if p.exists()), None)
+    if parent is None or not os.access(parent, os.W_OK | os.X_OK):
+        raise BuildError(f"--out {out}: cannot create or write it ({parent} is not writable)")
+
+
 def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, settings: Settings | None = None,
           resume: bool = True, on_progress: Callable[[Progress], None] | None = None,
           should_stop: Callable[[], bool] | None = None) -> BuildResult:
@@ -437,6 +464,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     settings = settings or Settings()
     workers = settings.workers if settings.workers is not None else (os.cpu_count() or 1) > 1
     dns = [DirDn(d, worker=workers) for d in dn_dirs]
+    check_output_dir(out_dir, dns)
     if settings.check_cluster:
         check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
     return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)

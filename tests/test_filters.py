@@ -88,6 +88,9 @@ def test_build_with_exclude_drops_rows_and_ddl_and_keeps_the_rest(tmp_path):
     assert ra["`bank`.`audit_log`"] > 20 and "`bank`.`audit_log`" not in rb
     assert "audit_log" in a and "audit_log" not in b                 # the CREATE TABLE is gone too
     assert {k: v for k, v in ra.items() if "audit" not in k} == rb   # every other row is there
+    # verify --truth holds the filtered output to the truth less the dropped table (from state.json)
+    r = cli("verify", str(filtered), "--truth", str(BANK / "truth.json"))
+    assert r.returncode == 0 and "1 final tables equal" in r.stdout, (r.stdout, r.stderr)
     assert json.loads((filtered / "state.json").read_text())["settings"]["filter"] == \
         {"include": [], "exclude": ["bank.audit*"]}
     # a resume with other filters would change the bytes: refused, one line, exit 1

@@ -26,7 +26,9 @@ from dumper.server.auth import CACHING_SHA2, RsaKeys
 from dumper.server.binlogdir import BinlogDir
 from dumper.server.config import ConfigError, ServerConfig
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+from dumper.server.gtid_dump import dump_gtid_request
 from dumper.server.login import login, session_log
+from dumper.server.prepared import STMT_COMMANDS
 from dumper.server.queries import QueryHandler, Session
 from dumper.server.replicas import ReplicaStats
 from dumper.server.tls import TlsError, server_context
@@ -267,11 +269,14 @@ class BinlogServer:
                 return
             if cmd == COM_QUERY:
                 await self._query(conn, payload)
-            elif cmd in (COM_PING, COM_INIT_DB):
+            elif cmd == COM_PING:
                 conn.send([p.ok_packet(status=session.status)])
+            elif cmd == COM_INIT_DB:
+                conn.send(self.queries.init_db(session, payload[1:]))
+            elif cmd in STMT_COMMANDS:
+                conn.send(self.queries.prepared.handle(session, payload))
             elif cmd == COM_RESET_CONNECTION:
-                session.user_vars.clear()
-                session.autocommit = True
+                session.reset()
                 conn.send([p.ok_packet(status=session.status)])
             elif cmd == COM_SET_OPTION:
                 conn.send([p.eof_packet(session.status)])
@@ -283,11 +288,7 @@ class BinlogServer:
                 await self._dump(conn, reader, payload[1:])
                 return  # the session ends with the dump (MariaDB's "fake COM_QUIT")
             elif cmd == COM_BINLOG_DUMP_GTID:
-                conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG,
-                                        "COM_BINLOG_DUMP_GTID is not supported: this server has no GTIDs; "
-                                        "replicate by file and position (MASTER_USE_GTID=no, "
-                                        "SOURCE_AUTO_POSITION=0)")])
-                await conn.writer.drain()
+                await self._dump(conn, reader, payload[1:], by_gtid=True)
                 return
             else:
                 conn.send([p.err_packet(p.ER_UNKNOWN_COM, f"Unknown command {cmd}", "08S01")])
@@ -335,9 +336,13 @@ class BinlogServer:
                          "user": fields[1].decode("utf-8", "replace"), "port": port}
         return p.ok_packet(status=session.status)
 
-    async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes) -> None:
+    async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes, by_gtid: bool = False) -> None:
         try:
-            request = DumpRequest.parse(body)
+            if by_gtid:  # auto-position: the first transaction the client lacks (gtid_dump)
+                request = await asyncio.to_thread(dump_gtid_request, body, self.queries.gtid_files, self.bdir.path,
+                                                  self.bdir.files())
+            else:
+                request = DumpRequest.parse(body)
         except DumpError as exc:
             conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, str(exc))])
             await conn.writer.drain()
