@@ -260,6 +260,7 @@ def test_missing_certificate_is_a_config_error(tmp_path):
 
 # -- a MariaDB replica over TLS ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_mariadb_replica_with_master_ssl_replicates_a_fixture_to_the_truth(tmp_path):
     name = "bank-4dn"
     truth = json.loads((ROOT / "fixtures" / name / "truth.json").read_text())
