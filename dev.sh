@@ -9,7 +9,10 @@ cd "$(dirname "$0")"
 need_apt=()
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server)
 command -v mariadb-binlog >/dev/null 2>&1 || need_apt+=(mariadb-client)
-command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# Java is for the Spark engine's tests only: `./dev.sh main` (the demo) runs without it
+if [ "${1:-main}" = test ]; then
+  command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "dev.sh: installing ${need_apt[*]} (apt-get)" >&2
   apt-get update -qq

@@ -65,10 +65,11 @@ class VerifyReport:
     errors: list[str] = field(default_factory=list)
     truth_checked: bool = False
     tables_checked: int = 0
+    fatal: str | None = None      # nothing could be checked: not a global binlog, a bad truth, not the cluster
 
     @property
     def ok(self) -> bool:
-        return not self.errors
+        return not self.errors and self.fatal is None
 
 
 class _Stop(Exception):
@@ -83,6 +84,10 @@ class _Checker:
         self.report = VerifyReport()
         self.written: list[Written] = []
         self.last_vtso: str | None = None
+        self.gtids = False                 # GTID events seen: every transaction must have one
+        self.gtid_pending = False
+        self.gtid_sid: bytes | None = None
+        self.gno = self.file_gtids = 0
 
     def error(self, msg: str) -> None:
         self.report.errors.append(msg)
@@ -107,6 +112,25 @@ class _Checker:
         except _Stop:
             pass
         return self.report
+
+    # -- GTIDs (dumper.gtid): PREVIOUS_GTIDS after the FDE, one GTID per transaction, gno +1 each ---
+    def gtid_event(self, ev: Any, at: str, info: FileInfo) -> None:
+        body = ev.body
+        if ev.h[1] == E.PREVIOUS_GTIDS:
+            before = body.sids[0][1][-1][1] - 1 if body.sids and body.sids[0][1] else 0
+            if info.txns or before != self.gno:
+                self.error(f"{at}: PREVIOUS_GTIDS says {before} transactions before this file, "
+                           f"{self.gno} were written")
+            self.file_gtids = 0
+            return
+        self.gtids = True
+        self.file_gtids += 1
+        if body.gno != self.gno + 1 or (self.gtid_sid is not None and body.sid != self.gtid_sid):
+            self.error(f"{at}: GTID {body.uuid}:{body.gno} after {self.gno} (expected gno {self.gno + 1}, one sid)")
+        if (body.last_committed, body.sequence_number) != (self.file_gtids - 1, self.file_gtids):
+            self.error(f"{at}: GTID logical clock {body.last_committed}/{body.sequence_number}, expected "
+                       f"{self.file_gtids - 1}/{self.file_gtids}")
+        self.gno, self.gtid_sid, self.gtid_pending = body.gno, body.sid, True
 
     # -- one file: the transaction grammar --------------------------------------------------------
     def file(self, name: str, next_name: str | None) -> None:
@@ -133,9 +157,9 @@ class _Checker:
                         self.error(f"{at}: the file does not start with a FORMAT_DESCRIPTION")
                         return
                     body = ev.body
-                    if body.binlog_version != 4 or not body.server_version.startswith("5.") or not ev.ctx.checksum:
+                    if body.binlog_version != 4 or not body.server_version.startswith(("5.", "8.")) or not ev.ctx.checksum:
                         self.error(f"{at}: FDE binlog v{body.binlog_version}, server {body.server_version!r}, "
-                                   f"checksum {ev.ctx.checksum}: expected v4, '5.…', CRC32")
+                                   f"checksum {ev.ctx.checksum}: expected v4, '5.…' or '8.…', CRC32")
                     continue
                 if rotated:
                     self.error(f"{at}: event after the ROTATE")
@@ -147,7 +171,13 @@ class _Checker:
                         self.error(f"{at}: ROTATE names {ev.body.next_file}, the next file is {next_name}")
                     rotated = True
                     continue
+                if state == "idle" and t in (E.GTID, E.PREVIOUS_GTIDS):
+                    self.gtid_event(ev, at, info)
+                    continue
                 if state == "idle":
+                    if self.gtid_pending is False and self.gtids:
+                        self.error(f"{at}: a transaction without its GTID event (the others have one)")
+                    self.gtid_pending = False
                     if t == E.QUERY:
                         q = ev.body.query
                         if q == b"BEGIN":
@@ -242,9 +272,28 @@ def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None 
            max_errors: int = 50) -> VerifyReport:
     """Check a global binlog directory (and, with ``truth``, its content); see the module doc."""
     checker = _Checker(Path(directory), truth is not None, max_errors)
-    report = checker.run()
-    if truth is not None and report.ok:
-        data = truth if isinstance(truth, dict) else json.loads(Path(truth).read_text(encoding="utf-8"))
+    report = checker.report
+    try:
+        has_files = bool(list_files(Path(directory)))
+    except Exception:  # noqa: BLE001 - DumperError (the index names a missing file): run() reports it
+        has_files = True
+    if not has_files:
+        report.fatal = (f"{directory}: no global binlog here (no {BASE}.index, no {BASE}.NNNNNN file)"
+                        + (" — a DN's binlog directory? verify checks gbinlog build's output"
+                           if any(Path(directory).glob("mysql-bin.*")) else ""))
+        return report
+    data = None
+    if truth is not None:
+        data = truth if isinstance(truth, dict) else load_truth(truth)
+        if isinstance(data, str):
+            report.fatal = data
+            return report
+        report.fatal = check_cluster_of_output(Path(directory), data)
+        if report.fatal:
+            return report
+        data = filtered_truth(Path(directory), data)
+    checker.run()
+    if data is not None and report.ok:
         try:
             _check_truth(checker, data)
         except _Stop:
@@ -254,6 +303,72 @@ def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None 
 
 
 # -- against the simulator's truth ---------------------------------------------------------------------
+def load_truth(path: str | os.PathLike) -> dict | str:
+    """The simulator's truth.json, or a one-line reason why ``path`` is not one."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return f"--truth {path}: not a truth.json ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+    if not isinstance(data, dict) or not str(data.get("format", "")).startswith("gbinlog-simulator-truth/") \
+            or not isinstance(data.get("txns"), list):
+        return f"--truth {path}: not a truth.json (no gbinlog-simulator-truth format, no txns)"
+    return data
+
+
+def filtered_truth(directory: Path, truth: dict) -> dict:
+    """The truth as an output built with ``[filter]`` (``state.json`` settings) must hold it: rows of
+    dropped tables out of their transactions (a transaction left empty out), their DDLs and final
+    tables out."""
+    from dumper.state import StateError, load_state
+    from schema_shaper.filters import TableFilter
+
+    try:
+        state = load_state(directory)
+    except StateError:
+        return truth
+    f = TableFilter.from_settings((state.settings or {}).get("filter")) if state else None
+    if f is None:
+        return truth
+    txns = []
+    for t in truth["txns"]:
+        if t["kind"] == "dml" and t.get("changes"):
+            changes = [c for c in t["changes"] if f.wants_table(c["db"], c["table"])]
+            if not changes:
+                continue
+            t = {**t, "changes": changes}
+        elif t["kind"] == "ddl":
+            d = t["ddl"]
+            if not (f.wants_table(d["db"], d["table"]) if d.get("table") else f.wants_database(d["db"])):
+                continue
+        txns.append(t)
+    tables = {k: v for k, v in truth["tables"].items() if f.wants_table(v["db"], v["table"])}
+    return {**truth, "txns": txns, "tables": tables}
+
+
+def check_cluster_of_output(directory: Path, truth: dict) -> str | None:
+    """The DNs the output was built from (``state.json``) are the cluster's DNs (the truth's): a DN
+    missing, or one the cluster does not have, is named."""
+    from dumper.state import StateError, load_state
+
+    try:
+        state = load_state(directory)
+    except StateError as exc:
+        return str(exc)
+    if state is None or not state.server_ids:
+        return None
+    built = set(state.server_ids) - {"live"}
+    cluster = {d["id"] for d in truth.get("dns") or [] if isinstance(d, dict) and "id" in d}
+    if not built or not cluster:
+        return None
+    for dn in sorted(built - cluster):
+        return (f"DN {dn} is of another cluster: {directory} was built from DNs {', '.join(sorted(built))}, the "
+                f"cluster has {', '.join(sorted(cluster))}")
+    for dn in sorted(cluster - built):
+        return (f"DN {dn} is missing: {directory} was built from DNs {', '.join(sorted(built))}, the cluster has "
+                f"{', '.join(sorted(cluster))}: its transactions are not in this global binlog")
+    return None
+
+
 _INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
 
 

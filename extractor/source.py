@@ -57,6 +57,35 @@ def list_binlog_files(directory: Path, index_name: str | None = None) -> list[st
     return sorted(found, key=lambda n: (_BINLOG_NAME.match(n)["base"], int(_BINLOG_NAME.match(n)["seq"])))
 
 
+class NotADnDirectory(OSError):
+    """A path given as a DN binlog directory that is not one (the message names the path)."""
+
+
+def dn_binlog_files(directory: str | os.PathLike, dn_id: str | None = None) -> list[str]:
+    """``list_binlog_files`` of a directory that must be a DN's binlog directory: it exists, holds
+    binlog files, and every file its index lists is there (a file deleted from the middle while
+    still in ``mysql-bin.index`` would silently drop its transactions)."""
+    d = Path(directory)
+    who = f"DN {dn_id}: " if dn_id else ""
+    if not d.is_dir():
+        raise NotADnDirectory(f"{who}DN binlog directory {d} does not exist" if not d.exists() else
+                              f"{who}{d} is not a directory (a DN binlog directory is expected)")
+    if (d / "binlog.index").is_file() and ((d / "state.json").exists() or (d / "meta.db").exists()) \
+            and not any(d.glob("mysql-bin.index")):
+        raise NotADnDirectory(f"{who}{d} is a global binlog directory (gbinlog's output: binlog.index, state.json), "
+                              "not a DN's binlog directory")
+    names = list_binlog_files(d)
+    if not names:
+        raise NotADnDirectory(f"{who}{d} holds no binlog file (no mysql-bin.index, no mysql-bin.NNNNNN): not a "
+                              "DN binlog directory")
+    missing = [n for n in names if not (d / n).is_file()]
+    if missing:
+        index = next((p.name for p in sorted(d.glob("*.index")) if p.is_file()), "the index")
+        raise NotADnDirectory(f"{who}{d / missing[0]} is listed in {index} but does not exist (deleted from the "
+                              "middle of the DN's binlog?)")
+    return names
+
+
 class DirSource(DnSource):
     """The binlog directory of one DN. ``start_file``/``start_pos`` begin mid-way (restart).
 

@@ -9,16 +9,18 @@ from typing import Any
 
 import click
 
+from gbinlog.cli_errors import OneLineErrors
+
 # The keys of ``gbinlog build --config FILE`` ([build] table); command-line options win.
 BUILD_KEYS = {"dn": list, "out": str, "server_id": int, "server_version": str, "max_file_size": (int, str),
               "heartbeat_interval": int, "meta_store": str, "checkpoint_seconds": (int, float), "checkpoint_bytes": (int, str),
-              "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool}
+              "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool, "gtids": bool}
 CONFIG_EXAMPLE = """\
 [build]
 dn = ["/data/dn0", "/data/dn1"]     # DN binlog directories (added to --dn)
 out = "/data/global"                # the output directory (or --out)
 server_id = 1                       # server id of the global binlog's events
-server_version = "5.7.44-gbinlog"   # must start with "5."
+server_version = "5.7.44-gbinlog"   # "5.…" (MySQL 5.7 FDE) or "8.0.…" (MySQL 8.0 FDE)
 max_file_size = "500MB"             # rotation size (bytes, or KB/MB/GB)
 heartbeat_interval = 30             # a heartbeat txn is written when its TSO second divides this
 meta_store = "meta.db"              # the shaper's meta store: a path (relative to out) or mysql://…
@@ -26,6 +28,7 @@ checkpoint_seconds = 2.0            # how often state.json is written (after an 
 checkpoint_bytes = "64MB"           # … or after this much output
 on_error = "raise"                  # or "skip": shaping errors skip the block with a warning
 workers = false                     # extract each DN in a worker process (default: off)
+gtids = true                        # GTID events + PREVIOUS_GTIDS (a MySQL 8 replica with auto-position)
 engine = "local"                    # or "spark"
 """
 
@@ -46,12 +49,24 @@ def load_build_config(path: str) -> dict[str, Any]:
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--config") from None
-    extra = set(data) - {"build"}
+    extra = set(data) - {"build", "filter"}
     if extra:
-        raise click.BadParameter(f"{path}: unknown table/key {', '.join(sorted(extra))} (expected [build])",
-                                 param_hint="--config")
+        raise click.BadParameter(f"{path}: unknown table/key {', '.join(sorted(extra))} (expected [build], "
+                                 "[filter])", param_hint="--config")
     table = data.get("build", {})
+    flt = data.get("filter", {})
+    if not isinstance(table, dict) or not isinstance(flt, dict):
+        raise click.BadParameter(f"{path}: [build] and [filter] must be tables", param_hint="--config")
+    for key, value in flt.items():
+        if key not in ("include", "exclude") or not isinstance(value, list) \
+                or not all(isinstance(v, str) for v in value):
+            raise click.BadParameter(f"{path}: filter.{key}: expected include/exclude = [\"db.table\", …]",
+                                     param_hint="--config")
+    if flt:
+        table = {**table, "filter": flt}
     for key, value in table.items():
+        if key == "filter":
+            continue
         if key not in BUILD_KEYS:
             raise click.BadParameter(f"{path}: build.{key} is not a key (known: {', '.join(sorted(BUILD_KEYS))})",
                                      param_hint="--config")
@@ -93,14 +108,14 @@ class _Bar:
             self.bar = None
 
 
-@click.command("build")
+@click.command("build", cls=OneLineErrors)
 @click.option("--dn", "dns", multiple=True, type=click.Path(file_okay=False),
               help="A DN binlog directory (its name is the DN id); repeat for every DN.")
 @click.option("--out", "out", type=click.Path(file_okay=False), help="Output directory (global binlog files).")
 @click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [build] table.")
 @click.option("--max-file-size", "max_file_size", help="Rotate after this size (bytes or KB/MB/GB; default 500MB).")
-@click.option("--server-id", type=int, help="Server id of the output events (default 1).")
-@click.option("--server-version", help="FDE server version, must start with '5.' (default 5.7.44-gbinlog).")
+@click.option("--server-id", type=click.IntRange(1, 2**32 - 1), help="Server id of the output events (default 1).")
+@click.option("--server-version", help="FDE server version: '5.…' (MySQL 5.7 dialect, default 5.7.44-gbinlog) or '8.0.…' (MySQL 8.0).")
 @click.option("--meta-store", help="The shaper's meta store: a path (relative to --out) or mysql://… URL.")
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Continue an existing output directory (crash-safe restart) or refuse one.")
@@ -109,16 +124,22 @@ class _Bar:
 @click.option("--conf", "confs", multiple=True, help="Spark setting k=v (--engine spark); repeatable.")
 @click.option("--workers/--no-workers", default=None,
               help="Extract each DN in a worker process (default: off; see bench/build.py).")
+@click.option("--gtids/--no-gtids", default=None,
+              help="A GTID event before every transaction and PREVIOUS_GTIDS in every file (default: on).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@click.option("--include", "includes", multiple=True, metavar="PATTERN",
+              help="Only these databases/tables: 'db' or 'db.table', wildcards % _ (or * ?); repeatable.")
+@click.option("--exclude", "excludes", multiple=True, metavar="PATTERN",
+              help="Leave these databases/tables (rows and DDL) out, e.g. 'bank.audit*'; repeatable.")
 def build_command(dns, out, config, max_file_size, server_id, server_version, meta_store, resume, engine, master,
-                  confs, workers, progress) -> None:
+                  confs, workers, gtids, progress, includes, excludes) -> None:
     """Build the global binlog of DN binlog directories: extract → merge → shape → dump.
 
     Resumable: on an existing output directory it recovers the files (anything after the last
     complete transaction is cut) and continues from state.json, byte-identical to an
     uninterrupted build."""
     from binlog.errors import BinlogError
-    from dumper.global_binlog import DumperError
+    from dumper.global_binlog import DumperError, check_server_version
     from extractor.errors import OrderingError
     from gbinlog.local_engine import Settings, build
 
@@ -131,9 +152,20 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         raise click.UsageError("give --out DIR (or build.out in --config)")
     settings = Settings()
     for key in ("server_id", "server_version", "max_file_size", "heartbeat_interval", "meta_store",
-                "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers"):
+                "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers", "gtids"):
         if key in cfg:
             setattr(settings, key, cfg[key])
+    flt = cfg.get("filter", {})
+    include, exclude = list(flt.get("include", [])) + list(includes), list(flt.get("exclude", [])) + list(excludes)
+    if include or exclude:
+        from schema_shaper.filters import FilterError, compile_pattern
+
+        for p in include + exclude:
+            try:
+                compile_pattern(p)
+            except FilterError as exc:
+                raise click.BadParameter(str(exc), param_hint="--include/--exclude") from None
+        settings.filter = {"include": include, "exclude": exclude}
     if max_file_size is not None:
         settings.max_file_size = _parse_size(max_file_size, "--max-file-size")
     if server_id is not None:
@@ -144,11 +176,18 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         settings.meta_store = meta_store
     if workers is not None:
         settings.workers = workers
-    if not settings.server_version.startswith("5."):
-        raise click.BadParameter(f"{settings.server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)",
-                                 param_hint="--server-version")
+    if gtids is not None:
+        settings.gtids = gtids
+    if isinstance(settings.server_id, bool) or not 1 <= settings.server_id < 2**32:
+        raise click.BadParameter(f"{settings.server_id} is not a server id (1..4294967295)", param_hint="server_id")
+    try:
+        check_server_version(settings.server_version)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--server-version") from None
     engine = engine or cfg.get("engine", "local")
     if engine == "spark":
+        if settings.filter:
+            raise click.UsageError("--include/--exclude ([filter]) are not supported with --engine spark yet")
         _spark_build(dn_dirs, out, settings, master or cfg.get("master"),
                      [f"{k}={v}" for k, v in cfg.get("conf", {}).items()] + list(confs))
         return
@@ -192,10 +231,13 @@ def _spark_build(dn_dirs, out, settings, master, confs) -> None:
     if missing:
         raise click.ClickException(f"DN binlog directory {', '.join(missing)} does not exist")
     try:
+        from extractor.members import check_dn_dirs
+
+        check_dn_dirs({Path(d).resolve().name: d for d in dn_dirs})     # before anything is written
         result = spark_build(dn_dirs, out, server_id=settings.server_id, server_version=settings.server_version,
                              max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
                              meta_store=settings.meta_store, master=master, conf=list(confs),
-                             on_error=settings.on_error)
+                             on_error=settings.on_error, gtids=settings.gtids)
     except Exception as exc:
         from binlog.errors import BinlogError
         from dumper.global_binlog import DumperError
@@ -210,7 +252,7 @@ def _spark_build(dn_dirs, out, settings, master, confs) -> None:
                f"{len(getattr(result, 'files', []) or [])} files in {getattr(result, 'seconds', 0):.2f} s")
 
 
-@click.command("binlogs")
+@click.command("binlogs", cls=OneLineErrors)
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 def binlogs_command(directory: str) -> None:
     """List the global binlog files of DIRECTORY: size, transactions, first and last vtso."""
@@ -221,16 +263,18 @@ def binlogs_command(directory: str) -> None:
         files = list_binlogs(directory)
     except DumperError as exc:
         raise click.ClickException(str(exc)) from None
+    if not files:
+        raise click.ClickException(f"{directory}: no global binlog here (no binlog.index, no binlog.NNNNNN file)")
     click.echo(f"{'file':<16} {'size':>12} {'txns':>8}  {'first vtso':<54}  last vtso")
     for f in files:
         click.echo(f"{f.name:<16} {f.size:>12,} {f.txns:>8,}  {f.first_vtso or '-':<54}  {f.last_vtso or '-'}")
     click.echo(f"# {len(files)} files, {sum(f.size for f in files):,} bytes, {sum(f.txns for f in files):,} txns")
 
 
-@click.command("events")
+@click.command("events", cls=OneLineErrors)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--from", "start", type=int, default=4, show_default=True, help="Start position.")
-@click.option("--limit", type=int, default=None, help="At most N events.")
+@click.option("--from", "start", type=click.IntRange(4), default=4, show_default=True, help="Start position.")
+@click.option("--limit", type=click.IntRange(0), default=None, help="At most N events.")
 def events_command(file: str, start: int, limit: int | None) -> None:
     """SHOW BINLOG EVENTS for one binlog FILE: Log_name, Pos, Event_type, Server_id, End_log_pos, Info."""
     from dumper.server.show_events import ShowEventsError, show_binlog_events
@@ -243,11 +287,19 @@ def events_command(file: str, start: int, limit: int | None) -> None:
     click.echo("Log_name\tPos\tEvent_type\tServer_id\tEnd_log_pos\tInfo")
     for row in rows:
         click.echo("\t".join(str(x).replace("\n", " ") for x in row))
+    if limit is None:
+        # SHOW BINLOG EVENTS shows the whole events of a growing file; a file given here that ends
+        # in half an event is damaged (or still being written): say so, exit 1
+        end = max((int(r[4]) for r in rows), default=4)
+        size = path.stat().st_size
+        if end < size and start == 4:
+            raise click.ClickException(f"{path}: offset {end}: {size - end} bytes after the last whole "
+                                       "event (a truncated event, or a file still being written)")
 
 
-@click.command("verify")
+@click.command("verify", cls=OneLineErrors)
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
-@click.option("--truth", type=click.Path(exists=True, dir_okay=False),
+@click.option("--truth", type=click.Path(dir_okay=False),
               help="The simulator's truth.json: also check every logical txn once and the final state.")
 def verify_command(directory: str, truth: str | None) -> None:
     """Check a global binlog directory: files, CRCs, positions, transaction grammar, vtso order, no
@@ -255,6 +307,8 @@ def verify_command(directory: str, truth: str | None) -> None:
     from dumper.verify import verify
 
     report = verify(directory, truth)
+    if report.fatal:
+        raise click.ClickException(report.fatal)
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(report.kinds.items()))
     click.echo(f"{len(report.files)} files, {report.events:,} events, {report.txns:,} transactions ({kinds})")
     if report.truth_checked:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from gbinlog import __version__
+from gbinlog.cli_errors import OneLineErrors
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,16 +15,16 @@ def main() -> None:
 
 
 # Commands live in their own modules (one owner each); the CLI only wires them in.
-from gbinlog import build_cmd, run_cmd, serve_cmd  # noqa: E402
+from gbinlog import build_cmd, position_cmd, run_cmd, serve_cmd  # noqa: E402
 from simulator.cli import simulate_command  # noqa: E402
 
 main.add_command(simulate_command)
-for _module in (build_cmd, serve_cmd, run_cmd):
+for _module in (build_cmd, serve_cmd, run_cmd, position_cmd):
     for _command in _module.COMMANDS:
         main.add_command(_command)
 
 
-@main.command("txns")
+@main.command("txns", cls=OneLineErrors)
 @click.argument("dn_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--rows/--no-rows", default=True, help="Count rows (decodes row images) or rows events.")
 def txns_command(dn_dirs: tuple[str, ...], rows: bool) -> None:
@@ -33,8 +34,15 @@ def txns_command(dn_dirs: tuple[str, ...], rows: bool) -> None:
 
     from binlog.errors import BinlogError
     from extractor import OrderingError, extract, storage_sequences
+    from extractor.source import NotADnDirectory, dn_binlog_files
     from merger import merge
+
     dirs = [Path(d) for d in dn_dirs]
+    for d in dirs:
+        try:
+            dn_binlog_files(d, d.resolve().name)
+        except NotADnDirectory as exc:
+            raise click.ClickException(str(exc)) from None
     seqs = storage_sequences(d.resolve().name for d in dirs)
     kinds: dict[str, int] = {}
     try:

@@ -10,6 +10,7 @@ relative to the config file's directory. Example::
     [output]
     dir = "/var/lib/gbinlog"        # binlog.NNNNNN, binlog.index, state.json, status.json
     rotate_size = "500MB"           # bytes, or a number with KB/MB/GB
+    gtids = true                    # GTID events (auto-position); false for consumers that cannot take them
 
     [server]                        # the replication endpoint replicas attach to
     host = "127.0.0.1"
@@ -109,6 +110,7 @@ class OutputConfig:
     dir: Path
     rotate_size: int = DEFAULT_ROTATE_SIZE
     server_version: str = DEFAULT_OUTPUT_VERSION
+    gtids: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,18 @@ class SourceConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class FilterConfig:
+    """``[filter]``: databases/tables the global binlog carries (schema_shaper.filters)."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def settings(self) -> dict | None:
+        return {"include": list(self.include), "exclude": list(self.exclude)} if self.include or self.exclude \
+            else None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     dn: tuple[DnConfig, ...]
     output: OutputConfig
@@ -141,6 +155,7 @@ class Config:
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
+    filter: FilterConfig = field(default_factory=FilterConfig)
     metadb: str | None = None    # meta store URL (sqlite:///path or mysql://…); default <out>/meta.db
     path: Path | None = None     # the file it was read from (not a key)
 
@@ -246,6 +261,13 @@ def _check_port(port: int, where: str, allow_zero: bool) -> None:
 
 
 def validate(cfg: Config) -> None:
+    from schema_shaper.filters import FilterError, compile_pattern
+    for where, patterns in (("filter.include", cfg.filter.include), ("filter.exclude", cfg.filter.exclude)):
+        for p in patterns:
+            try:
+                compile_pattern(p)
+            except FilterError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
     """Rules across keys; raises ``ConfigError`` (one line)."""
     if not cfg.dn:
         raise ConfigError("dn: at least one [[dn]] is required")
@@ -278,10 +300,12 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"server.users[{i}].name: must not be empty")
         if names.count(u.name) > 1:
             raise ConfigError(f"server.users[{i}].name: {u.name!r} appears twice")
-    for version, where in ((cfg.server.version, "server.version"),
-                           (cfg.output.server_version, "output.server_version")):
-        if not (version.startswith("5.") or version.startswith("10.")):
-            raise ConfigError(f"{where}: must start with 5. (mariadb-binlog rejects others), got {version!r}")
+    if not (cfg.server.version.startswith("5.") or cfg.server.version.startswith("10.")):
+        raise ConfigError(f"server.version: must start with 5. (mariadb-binlog rejects others), "
+                          f"got {cfg.server.version!r}")
+    if not cfg.output.server_version.startswith(("5.", "8.")):
+        raise ConfigError(f"output.server_version: must start with 5. or 8. (the FDE dialect), "
+                          f"got {cfg.output.server_version!r}")
     if not 1 <= cfg.server.server_id < 1 << 32 or not 1 <= cfg.source.server_id < 1 << 32:
         raise ConfigError("server.server_id / source.server_id: must be 1..4294967295")
     if cfg.server.server_id == cfg.source.server_id:

@@ -4,7 +4,9 @@ A simulated 4-DN PolarDB-X cluster runs the ``bank`` workload in real time (tran
 accounts as distributed transactions, with 2PC holes and a heartbeat every 200 ms), each DN served
 over the replication protocol; ``gbinlog run``'s pipeline reads the DNs, writes the global binlog
 and serves it; when MariaDB is installed a throwaway replica attaches with ``CHANGE MASTER TO``.
-A live line shows TPS, lag and the replica's total balance, which must stay constant.
+A live line (fits 80 columns, or the terminal's width) shows the transactions written per second
+against the target, the global binlog's lag (commit TSO → written) and the replica's total balance,
+which must stay constant; a summary when it ends.
 Ctrl-C (or SIGTERM) stops everything it started and removes its files (unless ``--dir``).
 """
 
@@ -18,11 +20,12 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
-from gbinlog.run_cmd import OneLineErrors, fail
+from gbinlog.cli_errors import OneLineErrors, fail
 
 
 def _line(text: str, tty: bool) -> None:
@@ -62,10 +65,9 @@ def demo_command(dns: int, tps: int, port: int, work_dir: str | None, replica: b
         signal.signal(s, on_signal)
     tty = sys.stdout.isatty()
     keep = work_dir is not None
-    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="gbinlog-demo-"))
-    if keep and work.exists() and any(work.iterdir()):
-        fail("demo", f"--dir {work} is not empty")
-    work.mkdir(parents=True, exist_ok=True)
+    # every check before anything is created: a failed start leaves no directory behind
+    if keep and Path(work_dir).exists() and (not Path(work_dir).is_dir() or any(Path(work_dir).iterdir())):
+        fail("demo", f"--dir {work_dir} is not an empty directory")
     if port:
         try:
             check_port("127.0.0.1", port, "--port")
@@ -73,6 +75,11 @@ def demo_command(dns: int, tps: int, port: int, work_dir: str | None, replica: b
             fail("demo", f"{exc} (choose another with --port, or --port 0)")
     else:
         port = free_port()
+    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="gbinlog-demo-"))
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail("demo", f"--dir {work}: {exc.strerror or exc}")
     started: list = []            # what to stop, in reverse order
     rep: list[Replica] = []
 
@@ -140,14 +147,16 @@ def demo_command(dns: int, tps: int, port: int, work_dir: str | None, replica: b
                        f"MASTER_PORT={port}; socket {rep[0].socket}")
         elif replica and not want_replica:
             click.echo("gbinlog demo: mariadbd not installed: no replica (./dev.sh installs mariadb-server)")
-        click.echo("Ctrl-C stops everything.")
-        _live_lines(sim, runner, rep[0] if rep else None, stop, tty, duration)
+        click.echo(f"Ctrl-C stops everything. Live line: client txn/s written (target {tps}), binlog lag = "
+                   "commit TSO → written to the global binlog, the replica's total balance.")
+        summary = _live_lines(sim, runner, rep[0] if rep else None, stop, tty, duration, tps)
         _line("gbinlog demo: stopping…", tty)
         if tty:
             sys.stdout.write("\n")
     finally:
         cleanup()
         atexit.unregister(cleanup)
+    click.echo(summary.text() if summary.seconds else "gbinlog demo: stopped before the first live line")
     click.echo("gbinlog demo: stopped; nothing left running")
 
 
@@ -165,9 +174,42 @@ def _attach_when_ready(replica, out: Path, port: int, password: str, stop: threa
     replica.attach("127.0.0.1", port, "repl", password, heartbeat=1.0, retry=1)
 
 
-def _live_lines(sim, runner, replica, stop: threading.Event, tty: bool, duration: float | None) -> None:
+@dataclass
+class Summary:
+    """What the demo shows when it ends."""
+
+    seconds: float = 0.0
+    written: int = 0
+    lags_ms: list = field(default_factory=list)
+    balance_checks: int = 0
+    balance_ok: int = 0
+    balance: int | None = None
+
+    def text(self) -> str:
+        lags = sorted(self.lags_ms)
+        lag = (f"binlog lag p50 {lags[len(lags) // 2] / 1000:.2f} s, max {lags[-1] / 1000:.2f} s"
+               if lags else "binlog lag -")
+        rep = (f"; replica total balance {self.balance:,} in {self.balance_ok}/{self.balance_checks} checks"
+               if self.balance_checks else "")
+        return (f"gbinlog demo: {self.seconds:.0f} s, {self.written:,} transactions written "
+                f"({self.written / max(self.seconds, 1e-9):,.0f}/s), {lag}{rep}")
+
+
+def live_line(t: float, tps: float, target: int, lag_ms: float | None, replica: str, width: int) -> str:
+    """One status line that fits ``width`` columns (80 by default): elapsed, written txn/s against
+    the target, whose lag (the global binlog's: commit TSO → written), the replica's part."""
+    lag = f"{lag_ms / 1000:.2f}s" if lag_ms is not None else "-"
+    text = f"{t:4.0f}s  {tps:5.0f}/{target} txn/s  binlog lag {lag}"
+    if replica:
+        text += "  " + replica
+    return text if len(text) < width else text[:width - 2] + "…"
+
+
+def _live_lines(sim, runner, replica, stop: threading.Event, tty: bool, duration: float | None,
+                target: int) -> Summary:
     t0 = time.monotonic()
     expected = None
+    summary = Summary()
     while not stop.wait(1.0):
         now = time.monotonic()
         st = runner.status()
@@ -175,30 +217,37 @@ def _live_lines(sim, runner, replica, stop: threading.Event, tty: bool, duration
             _line(f"gbinlog demo: pipeline stopped: {runner.error}", tty)
             if tty:
                 sys.stdout.write("\n")
-            return
+            return summary
         lag = st["lag_ms"]
-        text = (f"t={now - t0:5.0f}s  TPS {st['txns_out_per_s']:6.0f}  lag "
-                f"{lag / 1000 if lag is not None else 0:5.2f} s  txns {st['written']:,}  "
-                f"events out {st['events_out_per_s']:,.0f}/s")
+        summary.seconds, summary.written = now - t0, st["written"]
+        if lag is not None:
+            summary.lags_ms.append(lag)
+        part = ""
         if replica is not None:
             if expected is None and sim.cl is not None and sim.cl.bank_accounts:
                 expected = sim.cl.bank_accounts
-            text += "  " + _replica_part(replica, expected)
-        _line(text, tty)
+            part = _replica_part(replica, expected, summary)
+        width = shutil.get_terminal_size((80, 24)).columns if tty else 80
+        _line(live_line(now - t0, st["txns_out_per_s"], target, lag, part, width), tty)
         if duration is not None and now - t0 >= duration:
-            return
+            return summary
+    return summary
 
 
-def _replica_part(replica, accounts: int | None) -> str:
+def _replica_part(replica, accounts: int | None, summary: Summary) -> str:
     """The replica's view: while the accounts are loaded their count grows; after that the total
     balance must stay ``accounts × 1000`` whatever transfers run."""
     try:
         rows = replica.query("SELECT COUNT(*), SUM(balance) FROM bank.accounts")
         count, total = rows[0][0], rows[0][1]
     except Exception:  # noqa: BLE001 - the table comes with the first DDL
-        return "replica: waiting for bank.accounts"
+        return "replica: waiting for bank"
     if not count or accounts is None or count < accounts:
-        return f"replica: loading accounts ({count}{'/' + str(accounts) if accounts else ''})"
+        return f"replica: loading {count}{'/' + str(accounts) if accounts else ''}"
     expected = accounts * 1000
-    ok = " (constant ✓)" if int(total) == expected else f" (≠ {expected:,} ✗)"
-    return f"replica: total balance {int(total):,}{ok}"
+    summary.balance_checks += 1
+    summary.balance = int(total)
+    if int(total) == expected:
+        summary.balance_ok += 1
+        return f"replica balance {int(total):,} ✓"
+    return f"replica balance {int(total):,}≠{expected:,} ✗"

@@ -42,7 +42,7 @@ from extractor.model import DnTxn
 from extractor.vtso import tso_physical_ms, vtso_tso
 from gbinlog.config import Config, DnConfig
 from gbinlog.live_feed import DnFeed, FeedStopped, dn_source
-from gbinlog.metrics import Metrics
+from gbinlog.metrics import Metrics, health_of
 
 log = logging.getLogger(__name__)
 STATUS_FILE = "status.json"
@@ -53,6 +53,10 @@ SHUTDOWN_GRACE_S = 5.0
 
 class RunError(Exception):
     """An operator error before or while starting (bad DN, port in use, …): one line, exit 2."""
+
+
+class ClusterRefused(RunError):
+    """The configured DN directories are not one whole cluster (exit 1, as ``build``)."""
 
 
 class ShutdownAbort(Exception):
@@ -106,6 +110,8 @@ class LiveRunner:
         self.pipeline: Any = None
         self.endpoint: Any = None
         self.metrics = Metrics()
+        self._last_status: dict | None = None
+        self.metrics.health_source = lambda: self._last_status   # /healthz reads the status loop's last
         self.started_at = time.time()
         self.progress: Any = None
         self.result: Any = None
@@ -116,10 +122,47 @@ class LiveRunner:
         self._last_progress_at = 0.0
         self._rates: dict[str, deque] = {}
         self._stalled: set[str] = set()
+        self.started = False
 
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> None:
+        """Start everything, or leave nothing behind: a failed start removes the output directory,
+        and lock it created, and keeps the last status of a previous run."""
+        before = {p: p.exists() for p in (self.out, self.out / LOCK_FILE)}
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            for path in sorted(before, key=lambda p: len(str(p)), reverse=True):
+                if not before[path]:
+                    try:
+                        path.rmdir() if path == self.out else path.unlink(missing_ok=True)
+                    except OSError:
+                        pass
+            raise
+        self.started = True
+
+    def _check_cluster(self) -> None:
+        """DN directories that are not one whole cluster are refused before anything is written
+        (``extractor.members``); DNs over the network cannot be read ahead and are checked by the
+        membership rule as they stream."""
+        from extractor import list_binlog_files
+        from extractor.members import ClusterIncomplete, check_complete, dn_instruction
+        if any(d.is_remote for d in self.cfg.dn):
+            return
+        found = {d.id: dn_instruction(d.dir, d.id) if d.dir.is_dir() and list_binlog_files(d.dir) else None
+                 for d in self.cfg.dn}
+        try:
+            check_complete(found)
+        except ClusterIncomplete as exc:
+            raise ClusterRefused(str(exc)) from None
+
+    def _start(self) -> None:
         cfg = self.cfg
+        for dn in self._initial_dns_unchecked():
+            if not dn.is_remote and not Path(dn.dir).is_dir():
+                raise RunError(f"DN {dn.id}: binlog directory {dn.dir} does not exist")
+        self._check_cluster()
         try:
             self.out.mkdir(parents=True, exist_ok=True)
             self._lock_fh = open(self.out / LOCK_FILE, "a+")
@@ -128,6 +171,8 @@ class LiveRunner:
         try:
             fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
+            self._lock_fh.close()
+            self._lock_fh = None      # another run's lock: not ours to release or remove
             raise RunError(f"output.dir {self.out} is in use by another gbinlog run "
                            f"(pid {self._read_pid()})") from None
         self._lock_fh.seek(0)
@@ -166,6 +211,10 @@ class LiveRunner:
         except StateError as exc:
             raise RunError(f"output.dir {self.out}: {exc}") from None
 
+    def _initial_dns_unchecked(self) -> list[DnConfig]:
+        """The DNs read from the start, before ``state.json`` says which standby ones joined."""
+        return [d for d in self.cfg.dn if not d.standby]
+
     def _initial_dns(self) -> list[DnConfig]:
         """The DNs read from the start: not a standby DN that has not joined, not a DN that left
         (as ``state.json`` says; the pipeline decides the same way)."""
@@ -180,7 +229,7 @@ class LiveRunner:
         meta = cfg.metadb or "meta.db"
         return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
                         max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
-                        flush_seconds=0.0)
+                        flush_seconds=0.0, filter=cfg.filter.settings(), gtids=cfg.output.gtids)
 
     def _recover(self) -> None:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
@@ -191,7 +240,8 @@ class LiveRunner:
         try:
             gb = GlobalBinlog(self.out, server_id=s.server_id, server_version=s.server_version,
                               max_file_size=s.max_file_size, heartbeat_interval=s.heartbeat_interval,
-                              hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
+                              hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
+                              gtids=s.gtids)
         except (DumperError, OSError) as exc:
             raise RunError(f"output.dir {self.out}: {exc}") from None
         for action in gb.recovery.actions:
@@ -199,17 +249,17 @@ class LiveRunner:
         gb.close()
 
     def _start_endpoint(self) -> None:
-        from dumper.server import ServerConfig, start_in_thread
+        from dumper.server import ConfigError, start_in_thread
+        from gbinlog.endpoint_config import endpoint_config
         srv = self.cfg.server
-        users = {u.name: u.password for u in srv.users}
-        admins = frozenset(u.name for u in srv.users if u.admin)
         try:
-            self.endpoint = start_in_thread(ServerConfig(dir=self.out, host=srv.host, port=srv.port, users=users,
-                                                         admins=admins, server_id=srv.server_id,
-                                                         version=srv.version, poll_interval=0.02,
-                                                         base="binlog"))
+            self.endpoint = start_in_thread(endpoint_config(srv, self.cfg.output, directory=self.out, base="binlog",
+                                                            poll_interval=0.02))
+        except ConfigError as exc:   # e.g. a TLS pair that cannot be loaded or made
+            raise RunError(f"server: {exc}") from None
         except OSError as exc:
             raise RunError(f"server.port {srv.host}:{srv.port} cannot be used: {exc.strerror or exc}") from None
+        self.metrics.watch_endpoint(self.endpoint.server)
 
     # -- DN feeds ---------------------------------------------------------------------------------
     def _feed(self, dn: DnConfig, restart: RestartPoint | None, storage_seq: str) -> DnFeed:
@@ -276,10 +326,11 @@ class LiveRunner:
         self._stop_feeds()
         if self._status_thread is not None:
             self._status_thread.join(5)
-        try:
-            self._write_status()
-        except OSError:
-            pass
+        if self.started:      # a failed start keeps the last good status of a previous run
+            try:
+                self._write_status()
+            except OSError:
+                pass
         if self.endpoint is not None:
             self.endpoint.stop()
             self.endpoint = None
@@ -336,11 +387,7 @@ class LiveRunner:
         last = p.last_vtso if p is not None else None
         lag = round(now_ms - tso_physical_ms(vtso_tso(last))) if last else None
         pipe = self.pipeline
-        replicas = []
-        if self.endpoint is not None:
-            for d in self.endpoint.server.dumps():
-                replicas.append({"server_id": d.request.server_id, "host": d.session.host, "user": d.session.user,
-                                 "file": d.file, "pos": d.position, "bytes_sent": d.bytes_sent})
+        replicas = self.endpoint.server.replica_stats() if self.endpoint is not None else []
         out_events = p.events if p is not None else 0
         return {
             "pid": os.getpid(), "time": round(time.time(), 3), "uptime_s": round(time.time() - self.started_at, 1),
@@ -348,6 +395,8 @@ class LiveRunner:
             "error": str(self.error) if self.error else None,
             "output": str(self.out),
             "endpoint": f"{self.cfg.server.host}:{self.endpoint.port}" if self.endpoint else None,
+            "endpoint_expected": bool(self.cfg.server.port),
+            "endpoint_listening": self.endpoint is not None and self.endpoint.thread.is_alive(),
             "heartbeat": {"interval_ms": self.cfg.heartbeat.interval_ms, "stall_ms": self.cfg.heartbeat.stall_ms},
             "dns": dns,
             "merge": {"watermark": getattr(pipe, "last_consumed", None), "dns": list(pipe.merged) if pipe else [],
@@ -383,6 +432,10 @@ class LiveRunner:
         if st["lag_ms"] is not None:
             m.lag.set(st["lag_ms"])
         m.replicas.set(len(st["replicas"]))
+        m.update_output(self.out)
+        ok, reason = health_of(st)
+        st["health"] = {"ok": ok, "reason": reason}
+        self._last_status = st
         tmp = self.out / f".{STATUS_FILE}.tmp"
         tmp.write_text(json.dumps(st, indent=1) + "\n")
         os.replace(tmp, self.out / STATUS_FILE)

@@ -23,11 +23,13 @@ from dumper.pipeline import (
     Settings,
     run_pipeline,
 )
-from extractor import RestartPoint, extract, list_binlog_files
+from extractor import RestartPoint, extract
+from extractor.members import check_dn_dirs
 from extractor.model import DnTxn
+from extractor.source import NotADnDirectory, dn_binlog_files
 
 __all__ = ["BuildError", "BuildResult", "DirDn", "DnInput", "Pipeline", "Progress", "Settings", "build",
-           "run_pipeline"]
+           "check_output_dir", "run_pipeline"]
 
 
 class DirDn:
@@ -39,9 +41,10 @@ class DirDn:
         if not self.directory.is_dir():
             raise BuildError(f"DN binlog directory {self.directory} does not exist")
         self.dn_id = dn_id or self.directory.resolve().name
-        self.files = list_binlog_files(self.directory)
-        if not self.files:
-            raise BuildError(f"DN binlog directory {self.directory} holds no binlog file")
+        try:
+            self.files = dn_binlog_files(self.directory, self.dn_id)
+        except NotADnDirectory as exc:
+            raise BuildError(str(exc)) from None
         self.sizes = [(self.directory / f).stat().st_size for f in self.files]
         starts, total = {}, 0
         for name, size in zip(self.files, self.sizes, strict=True):
@@ -73,6 +76,26 @@ class DirDn:
         return self._starts.get(file, 0) + offset
 
 
+def check_output_dir(out_dir: str | os.PathLike, dns: Sequence[DirDn]) -> None:
+    """The output directory is not an input DN's binlog directory (nor inside one), not a file,
+    and can be created."""
+    out = Path(out_dir)
+    where = out.resolve()
+    for d in dns:
+        src = d.directory.resolve()
+        if where == src or src in where.parents:
+            raise BuildError(f"--out {out} is DN {d.dn_id}'s binlog directory {d.directory} (an input): the global "
+                             "binlog goes to a directory of its own")
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"--out {out} is not a directory")
+    if out.is_dir() and any(out.glob("mysql-bin.*")):
+        raise BuildError(f"--out {out} holds a DN's binlog (mysql-bin.*): the global binlog goes to a directory "
+                         "of its own")
+    parent = next((p for p in [out, *out.parents] if p.exists()), None)
+    if parent is None or not os.access(parent, os.W_OK | os.X_OK):
+        raise BuildError(f"--out {out}: cannot create or write it ({parent} is not writable)")
+
+
 def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, settings: Settings | None = None,
           resume: bool = True, on_progress: Callable[[Progress], None] | None = None,
           should_stop: Callable[[], bool] | None = None) -> BuildResult:
@@ -85,4 +108,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     settings = settings or Settings()
     workers = settings.workers if settings.workers is not None else (os.cpu_count() or 1) > 1
     dns = [DirDn(d, worker=workers) for d in dn_dirs]
+    check_output_dir(out_dir, dns)
+    if settings.check_cluster:
+        check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
     return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)

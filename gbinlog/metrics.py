@@ -15,13 +15,90 @@ runner's status loop. Names::
     gbinlog_events_out_total           events written to the global binlog
     gbinlog_lag_ms                     now − physical time of the last vtso written (end to end)
     gbinlog_replicas                   replicas attached to the endpoint
+    gbinlog_output_bytes               bytes of the global binlog files in the output directory
+    gbinlog_output_files               number of global binlog files
+    gbinlog_output_disk_free_bytes     free bytes on the output directory's file system
+    gbinlog_healthy                    1 when /healthz answers 200
+    gbinlog_build_info{version,python} 1 (the running build)
+    process_* / python_*               prometheus-client's process and platform collectors
+
+HTTP (``serve``): ``/metrics`` the Prometheus text; ``/healthz`` 200 ``ok`` while the pipeline
+advances (no DN silent past ``stall_ms``, the status loop alive) and the endpoint listens, else 503
+with the reason (``health_of``); any other path 404.
 """
 
 from __future__ import annotations
 
+import os
+import platform
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+
+STATUS_MAX_AGE_S = 5.0     # a status older than this: the status loop (or the process) is stuck
+
+
+def health_of(status: dict | None, now: float | None = None) -> tuple[bool, str]:
+    """(healthy, reason) of a runner status document (``LiveRunner.status()`` / ``status.json``):
+    running, the status fresh, no active DN stalled (silent past ``stall_ms``: with heartbeats
+    every 200 ms, a silent DN stops the whole merge), the endpoint listening when configured."""
+    if not status:
+        return False, "no status yet"
+    now = time.time() if now is None else now
+    if status.get("state") != "running":
+        return False, f"state {status.get('state')}" + (f": {status['error']}" if status.get("error") else "")
+    age = now - float(status.get("time") or 0)
+    if age > STATUS_MAX_AGE_S:
+        return False, f"status is {age:.0f} s old (the service is stuck?)"
+    stall_ms = (status.get("heartbeat") or {}).get("stall_ms")
+    for d in status.get("dns") or []:
+        if d.get("stalled") and d.get("state") not in ("standby", "idle"):
+            age_ms = d.get("last_tso_age_ms")
+            return False, (f"DN {d['dn']} stalled: no transaction for "
+                           f"{'ever' if age_ms is None else f'{age_ms / 1000:.1f} s'} (stall_ms {stall_ms})")
+    if status.get("endpoint_expected") and not status.get("endpoint_listening", bool(status.get("endpoint"))):
+        return False, "the replication endpoint is not listening"
+    return True, "ok"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    metrics: Metrics
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            body, code, ctype = generate_latest(self.metrics.registry), 200, CONTENT_TYPE_LATEST
+        elif path == "/healthz":
+            ok, reason = self.metrics.health()
+            body, code, ctype = (reason + "\n").encode(), 200 if ok else 503, "text/plain; charset=utf-8"
+        else:
+            body, code, ctype = b"not found: /metrics or /healthz\n", 404, "text/plain; charset=utf-8"
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_HEAD = do_GET  # noqa: N815
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
 
 
 class Metrics:
@@ -42,8 +119,40 @@ class Metrics:
         self.events_out = Counter("gbinlog_events_out", "Events written to the global binlog", registry=r)
         self.lag = Gauge("gbinlog_lag_ms", "Now minus the last vtso written (ms), end to end", registry=r)
         self.replicas = Gauge("gbinlog_replicas", "Replicas attached to the endpoint", registry=r)
+        self.output_bytes = Gauge("gbinlog_output_bytes", "Bytes of the global binlog files", registry=r)
+        self.output_files = Gauge("gbinlog_output_files", "Global binlog files in the output directory", registry=r)
+        self.disk_free = Gauge("gbinlog_output_disk_free_bytes", "Free bytes on the output file system", registry=r)
+        self.healthy = Gauge("gbinlog_healthy", "1 when /healthz answers 200", registry=r)
+        from gbinlog import __version__
+        Info("gbinlog_build", "The running gbinlog", registry=r).info(
+            {"version": __version__, "python": platform.python_version()})
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
         self._server: Any = None
+        self._thread: threading.Thread | None = None
         self._seen: dict[tuple[str, str], float] = {}
+        self.health_source: Callable[[], dict | None] = lambda: None
+
+    def health(self) -> tuple[bool, str]:
+        ok, reason = health_of(self.health_source())
+        self.healthy.set(1 if ok else 0)
+        return ok, reason
+
+    def update_output(self, directory: str | os.PathLike, base: str = "binlog") -> None:
+        """Disk usage of the output directory: its binlog files and the file system's free bytes."""
+        total = files = 0
+        try:
+            with os.scandir(directory) as it:
+                for e in it:
+                    name = e.name
+                    if name.startswith(base + ".") and name[len(base) + 1:].isdigit():
+                        files += 1
+                        total += e.stat().st_size
+            self.disk_free.set(shutil.disk_usage(Path(directory)).free)
+        except OSError:
+            return
+        self.output_bytes.set(total)
+        self.output_files.set(files)
 
     def add_to(self, counter: Counter, key: str | None, total: float) -> None:
         """Move a counter (labelled with ``key``, or not) to ``total``: the sources keep their own
@@ -53,13 +162,23 @@ class Metrics:
             (counter.labels(key) if key is not None else counter).inc(total - seen)
             self._seen[(counter._name, key or "")] = total
 
-    def serve(self, host: str, port: int) -> None:
-        """Expose ``/metrics`` on ``host:port`` (raises ``OSError`` when the port is taken)."""
-        self._server = start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, host: str, port: int) -> int:
+        """Serve ``/metrics`` and ``/healthz`` on ``host:port`` (0: any free port); returns the port.
+        Raises ``OSError`` when the port is taken."""
+        handler = type("Handler", (_Handler,), {"metrics": self})
+        server = ThreadingHTTPServer((host, port), handler)
+        server.daemon_threads = True
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="gbinlog-metrics", daemon=True)
+        self._thread.start()
+        return server.server_address[1]
+
+    @property
+    def port(self) -> int | None:
+        return self._server.server_address[1] if self._server is not None else None
 
     def close(self) -> None:
-        server = self._server[0] if isinstance(self._server, tuple) else self._server
+        server, self._server = self._server, None
         if server is not None:
             server.shutdown()
             server.server_close()
-        self._server = None

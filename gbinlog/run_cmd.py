@@ -14,28 +14,14 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
 DEFAULT_CONFIG = "cluster.toml"
 
 
-def fail(cmd: str, message: str, code: int = 2) -> None:
-    click.echo(f"gbinlog {cmd}: error: {' '.join(str(message).split())}", err=True)
-    sys.exit(code)
-
-
-class OneLineErrors(click.Command):
-    """click's usage errors as one line, exit 2 (as ``gbinlog simulate`` does)."""
-
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
-                     **extra: Any) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except click.UsageError as exc:
-            fail(self.name or "?", exc.format_message())
-            raise
+# one-line errors (usage errors exit 2, anything unexpected exit 1, never a traceback)
+from gbinlog.cli_errors import OneLineErrors, fail  # noqa: E402,F401
 
 
 def _config_path(config: str | None) -> str:
@@ -71,7 +57,7 @@ def run_command(config: str | None, engine: str, master: str | None, confs: tupl
 
     SIGTERM / SIGINT stop it cleanly (flush, fsync, state.json); after a SIGKILL the next start
     recovers and goes on from the restart points."""
-    from gbinlog.live import LiveRunner, RunError, ShutdownAbort
+    from gbinlog.live import ClusterRefused, LiveRunner, RunError, ShutdownAbort
 
     _logging(verbose)
     cfg = _load("run", config)
@@ -92,7 +78,7 @@ def run_command(config: str | None, engine: str, master: str | None, confs: tupl
         try:
             runner.start()
         except RunError as exc:
-            fail("run", str(exc))
+            fail("run", str(exc), 1 if isinstance(exc, ClusterRefused) else 2)
         where = f"{cfg.server.host}:{runner.endpoint.port}" if runner.endpoint else "no endpoint"
         metrics = f", metrics on {cfg.metrics.host}:{cfg.metrics.port}" if cfg.metrics.port else ""
         click.echo(f"gbinlog run: {len(cfg.dn)} DNs → {cfg.output.dir} (serving on {where}{metrics}); "
@@ -228,6 +214,23 @@ def status_command(config: str | None, out_dir: str | None, as_json: bool) -> No
         click.echo(json.dumps(doc, indent=1))
     else:
         click.echo(format_status(doc))
+    code, reason = status_exit(doc)
+    if code:
+        click.echo(f"gbinlog status: {reason}", err=True)
+        sys.exit(code)
+
+
+# ``gbinlog status`` exit codes (a health check can use them): 0 running and healthy, 1 not
+# running (never started here, stopped, or the last start failed), 2 operator error (no such
+# directory, bad config), 3 running but unhealthy (a DN stalled, the endpoint down, the status stuck).
+def status_exit(doc: dict) -> tuple[int, str]:
+    from gbinlog.metrics import health_of
+    if not doc.get("running"):
+        last = f" (last state {doc['state']}" + (f": {doc['error']}" if doc.get("error") else "") + ")" \
+            if doc.get("state") else ""
+        return 1, f"not running{last}"
+    ok, reason = health_of(doc)
+    return (0, "ok") if ok else (3, f"unhealthy: {reason}")
 
 
 def _demo_command() -> click.Command:

@@ -53,6 +53,8 @@ class LogicalTxn:
     archive: bool = False
     # The GlobalTxn it came from (branches carry DN positions for checkpoints).
     source: GlobalTxn | None = None
+    # DDL: the (logical db, table or None) the DDL is about, for ``[filter]`` (schema_shaper.filters).
+    target: tuple[str, str | None] | None = None
 
     @property
     def tso(self) -> int:

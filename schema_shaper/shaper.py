@@ -46,6 +46,7 @@ from schema_shaper.rows import (
     pass_table_map,
     rebuild_rows,
     reshape_plan,
+    row_metadata,
 )
 from schema_shaper.state import SYSTEM_PREFIXES, SchemaState, json_field
 
@@ -260,7 +261,8 @@ class Shaper(SchemaState):
         try:
             if compatible(phys_columns, names, specs):
                 short = self._short_id(tm)
-                plan.table_map = pass_table_map(payload, plan.table_id, plan.db, plan.table, 4 if short else 6)
+                plan.table_map = pass_table_map(payload, plan.table_id, plan.db, plan.table, 4 if short else 6,
+                                                row_metadata(logical.schema.binlog_columns()))
                 if short:
                     plan.src_id = b""  # never equal: rows go through the rebuilding path
                 return plan
@@ -277,7 +279,7 @@ class Shaper(SchemaState):
     # -- marks ----------------------------------------------------------------------------------------------
     def _mark(self, g: GlobalTxn) -> LogicalTxn:
         entries = self._guard(lambda: mark_entries(g), [])
-        outputs = []
+        outputs, targets = [], []
         fresh = g.vtso > self.vtso  # else applied already (a restart replays it): output only
         for entry in entries:
             if fresh:
@@ -287,6 +289,7 @@ class Shaper(SchemaState):
             out = self._guard(lambda entry=entry: self.ddl_output(entry), None)
             if out is not None:
                 outputs.append(out)
+                targets.append((entry.db, entry.table or None))
         if not outputs:
             return LogicalTxn(g.vtso, LogicalKind.NONE, archive=g.archive, source=g)
         if len(outputs) > 1:
@@ -297,7 +300,7 @@ class Shaper(SchemaState):
             log.warning("SKIPPED (on_error=skip): %s", err)
         out = outputs[0]
         return LogicalTxn(g.vtso, LogicalKind.DDL, query=out.query, db=out.db, sql=out.sql,
-                          server_id=out.server_id, archive=g.archive, source=g)
+                          server_id=out.server_id, archive=g.archive, source=g, target=targets[0])
 
     def ddl_output(self, entry: MarkEntry) -> DdlOutput | None:
         """The logical QUERY of a mark, or None when the DDL is not for MySQL (§5.2)."""

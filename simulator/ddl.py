@@ -419,6 +419,29 @@ def drop_table(cl: Any, table: LogicalTable) -> DdlJob:
     return job
 
 
+def cdc_start(cl: Any) -> Any:
+    """CDC start: the CN writes a ``CdcStart`` instruction (TSO XA on every DN) whose content is the
+    initial logical topology (``LogicMetaTopology`` JSON, as galaxysql's ``CdcManager`` sends it):
+    here the broadcast ``__cdc__`` database with one physical schema per DN, so the storage
+    instances of the cluster are known from the DN binlogs themselves. Its INSTRUCTION_ID (a
+    random UUID) identifies the cluster's start: DNs of two clusters have different ones."""
+    dns = list(cl.cdc_dns)
+    cl.instruction_id += 1
+    content = {"logicDbMetas": [{"schema": CDC_LOGIC_DB, "charset": "utf8mb4",
+                                 "phySchemas": [{"storageInstId": n.id, "group": cdc_group(n.index),
+                                                 "schema": cdc_phys_db(n.index)} for n in dns]}]}
+    # a live cluster also mixes in its wall-clock start: two live runs of one seed are two clusters
+    bits = cl.rng.getrandbits(128) ^ getattr(cl, "start_salt", 0)
+    row = {"ID": cl.instruction_id, "INSTRUCTION_TYPE": b"CdcStart",
+           "INSTRUCTION_CONTENT": _json(content), "GMT_CREATED": sim_datetime(cl.now, aware=True),
+           "INSTRUCTION_ID": str(uuid.UUID(int=bits, version=4)).encode(),
+           "CLUSTER_ID": b"0"}
+    txn = cl.system_txn("instruction", INSTRUCTION_TABLE, _insert_op(cl, INSTRUCTION_TABLE, row), dns, None)
+    txn.info["instruction"] = {"type": "CdcStart", "content": content, "id": row["INSTRUCTION_ID"].decode(),
+                               "new_dn": None}
+    return txn
+
+
 def storage_change(cl: Any, then: Callable[[], None]) -> Any:
     """Scale-out: a new DN joins (its ``__cdc__`` copy is created), then a ``StorageInstChange``
     instruction (TSO XA on every DN incl. the new one) tells CDC; heartbeats then include it."""

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.cluster import Cluster, SimConfig
+from simulator.ddl import cdc_start
 from simulator.node import DnNode
 from simulator.run import MAX_DNS, SimulateError, command_line, validate
 from simulator.truth import TruthBuilder, stats, write_truth
@@ -132,12 +133,14 @@ class LiveSimulation:
         sim0 = int(wall0 * 1_000_000)
         cl = _LiveCluster(self.cfg, self.out)
         cl.now = sim0                      # TSOs carry wall-clock milliseconds
+        cl.start_salt = sim0               # the CdcStart instruction id differs per live run
         cl.on_dn_added = self._dn_added
         self.cl = cl
         for _ in range(self.cfg.dns):
             cl.add_dn()
         cl.cdc_dns = list(cl.dns)
         cl.workload = make_driver(cl, self.cfg.workload)
+        cl.after(500, cdc_start, cl)             # the CdcStart instruction: the initial topology
         cl.after(1_000, cl.workload.start)
         cl.after(1_000, cl.heartbeat)
         self.started_at = time.monotonic()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.cluster import Cluster, SimConfig
+from simulator.ddl import cdc_start
 from simulator.truth import TruthBuilder, write_truth
 from simulator.workloads import WORKLOADS, make_driver
 
@@ -86,6 +87,7 @@ def run_cluster(cfg: SimConfig, out_dir: Path) -> Cluster:
         cl.add_dn()
     cl.cdc_dns = list(cl.dns)
     cl.workload = make_driver(cl, cfg.workload)
+    cl.after(500, cdc_start, cl)             # the CdcStart instruction: the initial topology
     cl.after(1_000, cl.workload.start)
     cl.after(1_000, cl.heartbeat)
     # The run allocates millions of small objects and few cycles: the cyclic GC would rescan the

@@ -40,9 +40,15 @@ class BankComponent(Component):
 
         def account(table: LogicalTable, pk: int) -> dict[str, Any]:
             return {"id": pk, "name": f"acct-{pk:05d}".encode(), "balance": BANK_INITIAL_BALANCE}
+        # An audit trail next to the accounts (rows written by some transfers): what an operator
+        # leaves out of the global binlog with ``[filter] exclude = ["bank.audit*"]``.
+        audit = TableSchema([col("id", "bigint", nullable=False), col("src", "bigint", nullable=False),
+                             col("dst", "bigint", nullable=False), col("amount", "bigint", nullable=False)],
+                            pk="id")
         self.cl.bank_accounts = 0
         return [self.create_db_step("bank"),
                 self.create_table_step("accounts", "bank", "accounts", schema, "id"),
+                self.create_table_step("audit_log", "bank", "audit_log", audit, "id"),
                 load_step(self.cl, self._load(account))]
 
     def _load(self, account: Any) -> Any:
@@ -68,6 +74,10 @@ class BankComponent(Component):
         amount = 1 + int(rng.random() * min(100, balance))
         ops = [("update", table, [(src_row["id"], {"balance": balance - amount})]),
                ("update", table, [(dst_row["id"], {"balance": dst_row["balance"] + amount})])]
+        audit = self.table("audit_log")
+        if audit is not None and rng.random() < 0.3:
+            ops.append(("insert", audit, [{"id": new_pk(audit), "src": src_row["id"], "dst": dst_row["id"],
+                                           "amount": amount}]))
         return Plan(ops, rollback=rng.random() < 0.03)
 
 

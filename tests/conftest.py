@@ -17,3 +17,9 @@ def mariadb_binlogged(tmp_path):
     server = MariaDB.start(tmp_path / "mariadb-binlog", log_bin=True)
     yield server
     server.stop()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The MariaDB template datadir (~114 MB) goes at the end of the run (atexit does it too)."""
+    from tests.mariadb import remove_template
+    remove_template()

@@ -6,6 +6,7 @@ system service, never a fixed port.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -45,7 +46,16 @@ def _template_datadir() -> Path:
         if out.returncode != 0:
             raise RuntimeError(f"mariadb-install-db failed: {out.stdout}\n{out.stderr}")
         _TEMPLATE = root / "data"
+        atexit.register(remove_template)      # ~114 MB: removed when the test run (the process) ends
     return _TEMPLATE
+
+
+def remove_template() -> None:
+    """Remove the session's template datadir (at exit; servers made from it have their own copy)."""
+    global _TEMPLATE
+    if _TEMPLATE is not None:
+        shutil.rmtree(_TEMPLATE.parent, ignore_errors=True)
+        _TEMPLATE = None
 
 
 class MariaDB:

@@ -150,14 +150,15 @@ def test_rotation_at_1mb_many_files_whole_txns_index(bigger, tmp_path):
             # no txn spans files: the last event before ROTATE is a CTS marker, the first after
             # the FDE starts a txn
             assert evs[-2].body.query.startswith(b"CTS::")
-        assert evs[1].type_code == EventType.QUERY
+        # GTIDs on (the default): PREVIOUS_GTIDS after the FDE, a GTID event before each txn
+        assert [e.type_code for e in evs[1:4]] == [EventType.PREVIOUS_GTIDS, EventType.GTID, EventType.QUERY]
     report = verify(out)
     assert report.ok, report.errors
     assert report.kinds["dml"] > 5000
     listing = run_cli("binlogs", str(out), check=True).stdout
     assert all(n in listing for n in names)
     events = run_cli("events", str(out / names[1]), "--from=4", "--limit=3", check=True).stdout.splitlines()
-    assert events[1].split("\t")[:3] == [names[1], "4", "Format_desc"] and events[2].split("\t")[2] == "Query"
+    assert events[1].split("\t")[:3] == [names[1], "4", "Format_desc"] and events[2].split("\t")[2] == "Previous_gtids"
 
 
 # -- Must show 5: bad input and operator errors ------------------------------------------------------------
@@ -183,7 +184,7 @@ def test_missing_dn_dir(tmp_path):
 def test_dn_dirs_from_different_clusters(two_clusters, tmp_path):
     a, b = two_clusters
     r = run_cli("build", f"--dn={a / 'dn0'}", f"--dn={b / 'dn1'}", f"--out={tmp_path / 'out'}")
-    assert r.returncode == 1 and "are not one cluster" in r.stderr, r.stderr
+    assert r.returncode == 1 and "DN dn1 is of another cluster" in r.stderr, r.stderr
     assert_no_output(tmp_path / "out")
 
 
@@ -273,6 +274,6 @@ def test_progress_bar_and_summary(tmp_path):
     src = ROOT / "fixtures" / "drift-2dn"
     r = run_cli("build", *[f"--dn={d}" for d in dn_dirs(src)], f"--out={tmp_path / 'out'}", "--progress", check=True)
     assert "build:" in r.stderr and "txns=" in r.stderr and "100%" in r.stderr, r.stderr[-500:]
-    assert r.stdout.startswith(f"built {tmp_path / 'out'}: 212 transactions (200 written")
+    assert r.stdout.startswith(f"built {tmp_path / 'out'}: 217 transactions (204 written")
     r = run_cli("build", *[f"--dn={d}" for d in dn_dirs(src)], f"--out={tmp_path / 'out2'}", check=True)
     assert r.stderr == ""  # not a terminal: no bar

@@ -103,8 +103,9 @@ def test_port_in_use(tmp_path, dn_server, which):
 def test_output_directory_in_use(tmp_path, dn_server):
     """A second ``gbinlog run`` on the same output directory is refused while the first runs."""
     work = tmp_path / "dn"
-    shutil.copytree(DN0, work / "dn0")
-    first_cfg = config(tmp_path, f'id = "dn0"\ndir = "{work / "dn0"}"')
+    for i in range(4):                    # the whole cluster: a DN short is refused (extractor.members)
+        shutil.copytree(DN0.parent / f"dn{i}", work / f"dn{i}")
+    first_cfg = config(tmp_path, "\n[[dn]]\n".join(f'id = "dn{i}"\ndir = "{work / f"dn{i}"}"' for i in range(4)))
     first = subprocess.Popen([sys.executable, "-m", "gbinlog.cli", "run", "--config", str(first_cfg)], cwd=ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

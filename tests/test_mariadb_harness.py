@@ -25,3 +25,18 @@ def test_throwaway_server_lifecycle(mariadb_binlogged):
     except ProcessLookupError:
         alive = False
     assert not alive
+
+
+def test_template_datadir_removed_when_the_run_ends():
+    """The ~114 MB template made by mariadb-install-db goes when the process that made it exits."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", "from tests.mariadb import _template_datadir; "
+                        "p = _template_datadir(); print(p); assert (p / 'mysql').is_dir()"],
+                       cwd=root, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    made = Path(r.stdout.strip())
+    assert made.name == "data" and not made.parent.exists()

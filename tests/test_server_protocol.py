@@ -141,7 +141,8 @@ def test_canned_replica_queries(server, sample):
         assert fetch(conn, "SELECT @@autocommit") == ((0,),)
         fetch(conn, "SET skip_replication=1")
         # Unknown SQL and unknown variables are refused with MySQL's codes.
-        for sql, code in [("SELECT * FROM mysql.user", 1064), ("DROP TABLE x", 1064),
+        # (Reading a table: 1146; a statement that changes data: 1290, read-only — issue 15.)
+        for sql, code in [("SELECT * FROM mysql.user", 1146), ("DROP TABLE x", 1290), ("FROB x", 1064),
                           ("SELECT @@no_such_var", 1193), ("SELECT no_such_fn()", 1305)]:
             with pytest.raises(pymysql.err.MySQLError) as exc:
                 fetch(conn, sql)
@@ -197,8 +198,11 @@ def test_ping_init_db_quit_and_unknown_command(server):
     c = RawClient(server.port)
     c.command(b"\x0e")
     assert c.read_packet()[0] == 0
-    c.command(b"\x02somedb")
+    c.command(b"\x02information_schema")
     assert c.read_packet()[0] == 0
+    c.command(b"\x02somedb")  # a database the served binlog's schema does not have
+    err = c.read_packet()
+    assert err[0] == 0xFF and struct.unpack_from("<H", err, 1)[0] == 1049
     c.command(b"\x63")
     err = c.read_packet()
     assert err[0] == 0xFF and struct.unpack_from("<H", err, 1)[0] == 1047

@@ -177,11 +177,21 @@ def test_scale_out_instruction_and_the_new_dn():
     name = "scale-2dn"
     t = truth(name)
     assert [d["id"] for d in t["dns"]] == ["dn0", "dn1", "dn2"]
-    (instr,) = [x for x in t["txns"] if x["kind"] == "instruction"]
+    start, instr = [x for x in t["txns"] if x["kind"] == "instruction"]
+    # CDC start: the initial topology (LogicMetaTopology) on the first two DNs, before any heartbeat
+    assert start["instruction"]["type"] == "CdcStart" and start["dns"] == ["dn0", "dn1"]
+    (cdc,) = start["instruction"]["content"]["logicDbMetas"]
+    assert cdc["schema"] == "__cdc__" and [p["storageInstId"] for p in cdc["phySchemas"]] == ["dn0", "dn1"]
+    assert start["vtso"] < min(x["vtso"] for x in t["txns"] if x["kind"] == "heartbeat")
+    for dn in ("dn0", "dn1"):
+        row = [p for _, p, _ in rows_on(name, dn, "__cdc_instruction__")][0]
+        values = dict(zip(row[4], row[3][0], strict=True))
+        assert values["INSTRUCTION_TYPE"] == b"CdcStart" and values["CLUSTER_ID"] == b"0"
+        assert json.loads(values["INSTRUCTION_CONTENT"]) == start["instruction"]["content"]
     assert instr["instruction"]["content"] == {"storageInstList": ["dn0", "dn1", "dn2"]}
     assert instr["dns"] == ["dn0", "dn1", "dn2"]
     for dn in ("dn0", "dn1", "dn2"):
-        (row,) = [p for _, p, _ in rows_on(name, dn, "__cdc_instruction__")]
+        row = [p for _, p, _ in rows_on(name, dn, "__cdc_instruction__")][-1]
         values = dict(zip(row[4], row[3][0], strict=True))
         assert values["INSTRUCTION_TYPE"] == b"StorageInstChange"
         assert json.loads(values["INSTRUCTION_CONTENT"]) == {"storageInstList": ["dn0", "dn1", "dn2"]}

@@ -92,7 +92,7 @@ def test_status_and_metrics_of_a_running_service(tmp_path):
         assert svc.terminate() == 0, svc.log_text()
         assert "stopped cleanly" in svc.log_text()
         stopped = status_cli("--config", str(cfg))
-        assert stopped.returncode == 0
+        assert stopped.returncode == 1 and "not running" in stopped.stderr   # useful as a health check
         assert "gbinlog: not running" in stopped.stdout
         assert re.search(r"state\.json: last vtso \d{54}, binlog binlog\.000001:\d+", stopped.stdout), stopped.stdout
         assert re.search(r"DN dn1: restart at mysql-bin\.\d{6}:\d+", stopped.stdout)

@@ -21,6 +21,8 @@ from dumper.server import protocol as p
 from dumper.server.binlogdir import BinlogDir
 from dumper.server.config import ServerConfig
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+from dumper.server.gtid_dump import dump_gtid_request
+from dumper.server.prepared import STMT_COMMANDS
 from dumper.server.queries import QueryHandler, Session
 
 log = logging.getLogger("gbinlog.serve")
@@ -192,6 +194,7 @@ class BinlogServer:
             return False
         conn.session.user = user
         conn.session.admin = user in self.config.admins
+        conn.session.db = resp.database or None  # CLIENT_CONNECT_WITH_DB
         conn.send([p.ok_packet(status=conn.session.status)])
         await conn.writer.drain()
         return True
@@ -213,11 +216,14 @@ class BinlogServer:
                     conn.send(await asyncio.to_thread(self.queries.handle, session, sql))
                 else:
                     conn.send(self.queries.handle(session, sql))
-            elif cmd in (COM_PING, COM_INIT_DB):
+            elif cmd == COM_PING:
                 conn.send([p.ok_packet(status=session.status)])
+            elif cmd == COM_INIT_DB:
+                conn.send(self.queries.init_db(session, payload[1:]))
+            elif cmd in STMT_COMMANDS:
+                conn.send(self.queries.prepared.handle(session, payload))
             elif cmd == COM_RESET_CONNECTION:
-                session.user_vars.clear()
-                session.autocommit = True
+                session.reset()
                 conn.send([p.ok_packet(status=session.status)])
             elif cmd == COM_SET_OPTION:
                 conn.send([p.eof_packet(session.status)])
@@ -229,11 +235,7 @@ class BinlogServer:
                 await self._dump(conn, reader, payload[1:])
                 return  # the session ends with the dump (MariaDB's "fake COM_QUIT")
             elif cmd == COM_BINLOG_DUMP_GTID:
-                conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG,
-                                        "COM_BINLOG_DUMP_GTID is not supported: this server has no GTIDs; "
-                                        "replicate by file and position (MASTER_USE_GTID=no, "
-                                        "SOURCE_AUTO_POSITION=0)")])
-                await conn.writer.drain()
+                await self._dump(conn, reader, payload[1:], by_gtid=True)
                 return
             else:
                 conn.send([p.err_packet(p.ER_UNKNOWN_COM, f"Unknown command {cmd}", "08S01")])
@@ -257,9 +259,13 @@ class BinlogServer:
                          "user": fields[1].decode("utf-8", "replace"), "port": port}
         return p.ok_packet(status=session.status)
 
-    async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes) -> None:
+    async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes, by_gtid: bool = False) -> None:
         try:
-            request = DumpRequest.parse(body)
+            if by_gtid:  # auto-position: the first transaction the client lacks (gtid_dump)
+                request = await asyncio.to_thread(dump_gtid_request, body, self.queries.gtid_files, self.bdir.path,
+                                                  self.bdir.files())
+            else:
+                request = DumpRequest.parse(body)
         except DumpError as exc:
             conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, str(exc))])
             await conn.writer.drain()
