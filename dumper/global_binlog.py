@@ -411,7 +411,8 @@ class GlobalBinlog:
             path.unlink(missing_ok=True)
             cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
             raise cls(f"{path}: cannot start the file: {os.strerror(exc.errno)}") from exc
-        self.files.append(name)
+        # Files purged meanwhile (the endpoint's retention / PURGE BINARY LOGS) leave the index too.
+        self.files = [f for f in self.files if (self.directory / f).exists()] + [name]
         try:
             write_index(self.directory, self.files, self.base)
         except OSError as exc:
