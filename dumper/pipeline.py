@@ -92,10 +92,22 @@ class Settings:
     # CPU). Off by default: on this 2-CPU machine the pickling of transactions between processes
     # costs about what the parallel extraction saves (bench/build.py --workers on|off).
     workers: bool | None = False
+    # refuse DN directories that are not one whole cluster (extractor.members); off only to make
+    # such an output on purpose (tests of verify)
+    check_cluster: bool = True
+    # [filter] include/exclude (schema_shaper.filters): changes the output, so a resume checks it
+    filter: dict | None = None
+    # a GTID event before every transaction and PREVIOUS_GTIDS in every file (dumper.gtid); off for
+    # consumers that cannot take them
+    gtids: bool = True
 
     def output_settings(self) -> dict:
-        return {"server_id": self.server_id, "server_version": self.server_version,
-                "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+        out = {"server_id": self.server_id, "server_version": self.server_version,
+               "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval,
+               "gtids": self.gtids}
+        if self.filter:
+            out["filter"] = self.filter
+        return out
 
 
 class DnInput(Protocol):
@@ -212,7 +224,8 @@ class Pipeline:
         self.binlog = GlobalBinlog(out, server_id=settings.server_id, server_version=settings.server_version,
                                    max_file_size=settings.max_file_size,
                                    heartbeat_interval=settings.heartbeat_interval,
-                                   hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
+                                   hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
+                                   gtids=settings.gtids)
         self.result.resumed = state is not None or self.binlog.last_vtso is not None
         self.result.recovery = list(self.binlog.recovery.actions)
         for action in self.result.recovery:
@@ -267,7 +280,9 @@ class Pipeline:
 
     # -- 5. shape ------------------------------------------------------------------------------------
     def shaper(self):
+        """The shaper's ``shape_txn`` (with the ``[filter]``), resumed from the meta store."""
         from schema_shaper import MetaStore, Shaper
+        from schema_shaper.filters import TableFilter, with_filter
 
         meta = self.meta_target
         path = meta.removeprefix("sqlite://") if meta.startswith("sqlite:///") else meta
@@ -281,8 +296,10 @@ class Pipeline:
         self.replay = self.state is None and self.skip is not None
         on_error = self.settings.on_error
         if self.skip and not self.replay:
-            return Shaper.as_of(self.store, self.skip, on_error=on_error)
-        return Shaper(store=self.store, on_error=on_error)
+            shaper = Shaper.as_of(self.store, self.skip, on_error=on_error)
+        else:
+            shaper = Shaper(store=self.store, on_error=on_error)
+        return with_filter(shaper.shape_txn, TableFilter.from_settings(self.settings.filter))
 
     def regenerated(self, g: GlobalTxn, shape_txn) -> None:
         """A transaction ≤ the last one done: dropped; counted (and its membership checked) when a
@@ -329,7 +346,7 @@ class Pipeline:
         try:
             self.recover()
             self.restart_points()
-            shape_txn = self.shaper().shape_txn
+            shape_txn = self.shaper()
             self.last_consumed = self.skip
             self.matched_last = not self.replay
             self._loop(self.merge(), shape_txn)
