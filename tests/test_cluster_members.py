@@ -114,6 +114,7 @@ def _run_config(tmp_path: Path, dns: list[Path]) -> Path:
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing", "extra", "two_clusters"])
 def test_run_refuses(tmp_path, others, case):
     dns = {"missing": [BANK / "dn0", BANK / "dn1", BANK / "dn2"],
