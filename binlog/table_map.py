@@ -342,8 +342,8 @@ def _string_lists(lists: list[tuple[str, ...]]) -> bytes:
 
 def encode_optional_metadata(columns: Sequence[Column]) -> bytes:
     """The TLVs MySQL 8 writes with binlog_row_metadata=FULL, for what the columns know: signedness,
-    charsets (when every character / enum-set column has one), names (when all have one), SET and ENUM
-    values, primary key. Field order follows ``Table_map_log_event::init_metadata_fields``."""
+    charsets (when every character / enum-set column has one), geometry types, names (when all have
+    one), SET and ENUM values, primary key. Field order follows ``Table_map_log_event::init_metadata_fields``."""
     out = bytearray()
     numeric = [col for col in columns if is_numeric(col)]
     if numeric:
@@ -351,6 +351,10 @@ def encode_optional_metadata(columns: Sequence[Column]) -> bytes:
     character = [col.charset for col in columns if is_character(col)]
     if character and None not in character:
         out += _charset_field(character, M.DEFAULT_CHARSET, M.COLUMN_CHARSET)  # type: ignore[arg-type]
+    geometry = [col for col in columns if col.type == ColumnType.GEOMETRY]
+    if geometry:
+        # The subtype (POINT, …) is not in the Column; 0 = GEOMETRY, which every subtype's values are.
+        out += _tlv(M.GEOMETRY_TYPE, b"".join(pack_int(0) for _ in geometry))
     if columns and all(col.name is not None for col in columns):
         out += _tlv(M.COLUMN_NAME, b"".join(
             pack_int(len(raw)) + raw for raw in (col.name.encode("utf-8", "surrogateescape")  # type: ignore[union-attr]

@@ -22,12 +22,13 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from binlog.constants import HEADER_LEN, EventFlag, EventType
+from binlog.constants import HEADER_LEN, POST_HEADER_LEN_57, POST_HEADER_LEN_80, EventFlag, EventType
 from binlog.header import crc32
 from binlog.writer import file_name as _file_name
 from binlog.writer import file_seq, put_event, rotation_due
 from binlog.writer import file_start as _file_start
 from binlog.writer import rotate_event as rotate_event
+from dumper.gtid import cluster_identity, file_gtids, gtid_uuid, previous_gtids_event, put_gtid, sid_of
 from extractor.vtso import vtso_timestamp
 from schema_shaper.model import LogicalKind, LogicalTxn
 
@@ -112,8 +113,10 @@ def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
     return _encode(txn, pos, server_id, heartbeat_interval)[0]
 
 
-def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int) -> tuple[bytes, int]:
-    """``encode_txn`` and the number of events (the hot path: one ``_put`` per event)."""
+def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int,
+            gtid: tuple[bytes, int, int] | None = None) -> tuple[bytes, int]:
+    """``encode_txn`` and the number of events (the hot path: one ``_put`` per event). ``gtid`` =
+    (sid, gno, sequence number in the file): a GTID event first (``dumper.gtid``)."""
     kind = txn.kind
     vtso = txn.vtso
     ts = vtso_timestamp(vtso)
@@ -122,6 +125,9 @@ def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int) 
         sid = server_id
     out = bytearray()
     put = put_event
+    if gtid is not None and (kind is LogicalKind.DML or kind is LogicalKind.DDL
+                             or kind is LogicalKind.HEARTBEAT and not ts % heartbeat_interval):
+        pos = put_gtid(out, pos, ts, sid, gtid[0], gtid[1], gtid[2], kind is LogicalKind.DDL)
     if kind is LogicalKind.DML:
         pos = put(out, pos, ts, _QUERY, sid, BEGIN_PAYLOAD, _SUPPRESS_USE)
         n = 3
@@ -157,16 +163,33 @@ def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int) 
     else:
         return b"", 0
     put(out, pos, ts, _ROWS_QUERY, sid, b"\x01" + CTS_PREFIX + vtso.encode("ascii"), _IGNORABLE)
-    return bytes(out), n
+    return bytes(out), n + (gtid is not None)
 
 
-def file_start(*, server_id: int, server_version: str = DEFAULT_SERVER_VERSION, timestamp: int = 0) -> bytes:
-    """Magic + FORMAT_DESCRIPTION (binlog v4, MySQL 5.7 post-header table, CRC32). ``created`` is 0
-    (a rotated file, not a server start: readers must not drop temporary tables); the header
-    timestamp is ``timestamp``."""
-    if not server_version.startswith("5."):
-        raise ValueError(f"server version {server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)")
-    return _file_start(server_id=server_id, server_version=server_version, timestamp=timestamp, created=0)
+def check_server_version(server_version: str) -> None:
+    """The FDE dialects written: ``5.7…`` (MySQL 5.7's post-header table, the default) and ``8.0…``
+    (MySQL 8.0's, as a MySQL 8 source with binlog_row_metadata=FULL writes; mariadb-binlog reads both)."""
+    if not server_version.startswith(("5.", "8.")):
+        raise ValueError(f"server version {server_version!r} must start with '5.' or '8.'")
+
+
+def fde_post_header_len(server_version: str) -> bytes:
+    """The FDE's post-header length table of the dialect ``server_version`` names."""
+    return POST_HEADER_LEN_80 if server_version.startswith("8.") else POST_HEADER_LEN_57
+
+
+def file_start(*, server_id: int, server_version: str = DEFAULT_SERVER_VERSION, timestamp: int = 0,
+               previous_gtids: tuple[bytes | None, int] | None = None) -> bytes:
+    """Magic + FORMAT_DESCRIPTION (binlog v4, the post-header table of the 5.7 or 8.0 dialect, CRC32).
+    ``created`` is 0 (a rotated file, not a server start: readers must not drop temporary tables);
+    the header timestamp is ``timestamp``. With ``previous_gtids`` = (sid, gno before the file) the
+    PREVIOUS_GTIDS event follows (GTIDs on)."""
+    check_server_version(server_version)
+    head = _file_start(server_id=server_id, server_version=server_version, timestamp=timestamp, created=0,
+                       post_header_len=fde_post_header_len(server_version))
+    if previous_gtids is not None:
+        head += previous_gtids_event(len(head), timestamp, server_id, *previous_gtids)
+    return head
 
 
 def writes(txn: LogicalTxn, heartbeat_interval: int = HEARTBEAT_INTERVAL) -> bool:
@@ -254,11 +277,10 @@ class GlobalBinlog:
     def __init__(self, directory: str | os.PathLike, *, server_id: int = 1,
                  server_version: str = DEFAULT_SERVER_VERSION, max_file_size: int = DEFAULT_MAX_FILE_SIZE,
                  base: str = BASE, heartbeat_interval: int = HEARTBEAT_INTERVAL, buffer_size: int = 1 << 20,
-                 hint: tuple[str, int] | None = None) -> None:
+                 hint: tuple[str, int] | None = None, gtids: bool = False, gtid_uuid: str | None = None) -> None:
         from dumper.recovery import recover
 
-        if not server_version.startswith("5."):
-            raise ValueError(f"server version {server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)")
+        check_server_version(server_version)
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.server_id = server_id
@@ -270,8 +292,14 @@ class GlobalBinlog:
         self._buf = bytearray()
         self._fd: int | None = None
         self.recovery = recover(self.directory, base=base, server_id=server_id, server_version=server_version,
-                                max_file_size=max_file_size, hint=hint)
+                                max_file_size=max_file_size, hint=hint, gtids=gtids)
         rec = self.recovery
+        # GTIDs (``dumper.gtid``): sid, last gno written, transactions in the current file.
+        self.gtids = gtids
+        self.gtid_sid: bytes | None = sid_of(gtid_uuid) if gtid_uuid else None
+        self.gno = self.file_txns = 0
+        if gtids and rec.files:
+            self._load_gtids(rec.files[-1], rec.position)
         self.files: list[str] = list(rec.files)
         self.last_vtso: str | None = rec.last_vtso      # last vtso appended (written or not)
         self.last_written_vtso: str | None = rec.last_vtso  # last CTS marker in the files
@@ -311,7 +339,14 @@ class GlobalBinlog:
                 self.last_vtso = vtso
                 return 0
             self._open_file(1 if not self.files else file_seq(self.files[-1]) + 1, txn.timestamp)
-        data, n_events = _encode(txn, self.position, self.server_id, self.heartbeat_interval)
+        gtid = None
+        if self.gtids and writes(txn, self.heartbeat_interval):
+            if self.gtid_sid is None:
+                self.gtid_sid = sid_of(gtid_uuid(cluster_identity(txn.vtso)))
+            self.gno += 1
+            self.file_txns += 1
+            gtid = (self.gtid_sid, self.gno, self.file_txns)
+        data, n_events = _encode(txn, self.position, self.server_id, self.heartbeat_interval, gtid)
         self.last_vtso = vtso
         if not data:
             return 0
@@ -354,6 +389,8 @@ class GlobalBinlog:
             pass
         self._buf = bytearray()
         self.position = self._disk_pos
+        if self.gtids:
+            self._load_gtids(name, self._disk_pos)
         cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
         raise cls(f"{self.directory / name}: offset {self._disk_pos}: {what} failed: "
                   f"{os.strerror(exc.errno) if exc.errno else exc}; the file ends at the last whole "
@@ -361,7 +398,9 @@ class GlobalBinlog:
 
     def _open_file(self, seq: int, timestamp: int) -> None:
         name = file_name(seq, self.base)
-        head = file_start(server_id=self.server_id, server_version=self.server_version, timestamp=timestamp)
+        head = file_start(server_id=self.server_id, server_version=self.server_version, timestamp=timestamp,
+                          previous_gtids=(self.gtid_sid, self.gno) if self.gtids else None)
+        self.file_txns = 0
         path = self.directory / name
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -372,7 +411,8 @@ class GlobalBinlog:
             path.unlink(missing_ok=True)
             cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
             raise cls(f"{path}: cannot start the file: {os.strerror(exc.errno)}") from exc
-        self.files.append(name)
+        # Files purged meanwhile (the endpoint's retention / PURGE BINARY LOGS) leave the index too.
+        self.files = [f for f in self.files if (self.directory / f).exists()] + [name]
         try:
             write_index(self.directory, self.files, self.base)
         except OSError as exc:
@@ -382,6 +422,13 @@ class GlobalBinlog:
                       f"({name} is started; recovery lists it)") from exc
         self._fd = fd
         self.position = self._disk_pos = len(head)
+
+    def _load_gtids(self, name: str, end: int) -> None:
+        """The GTID position after recovery: from the last file's PREVIOUS_GTIDS and GTID events."""
+        facts = file_gtids(self.directory / name, end)
+        self.gtid_sid = facts.sid or self.gtid_sid
+        self.gno = facts.gno_after
+        self.file_txns = facts.count
 
     def rotate(self) -> str:
         """End the current file with ROTATE (timestamp of its last transaction), make it durable and

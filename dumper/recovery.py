@@ -29,6 +29,8 @@ from dumper.global_binlog import (
     rotate_event,
     write_index,
 )
+from dumper.gtid import PREVIOUS_GTIDS as _PREVIOUS_GTIDS
+from dumper.gtid import file_gtids, previous_gtids_end, previous_gtids_event
 
 _ROTATE = int(EventType.ROTATE)
 _FDE = int(EventType.FORMAT_DESCRIPTION)
@@ -232,11 +234,22 @@ def _truncate(path: Path, size: int) -> None:
 
 
 def recover(directory: Path, *, base: str = BASE, server_id: int, server_version: str,
-            max_file_size: int, hint: tuple[str, int] | None = None) -> Recovery:
+            max_file_size: int, hint: tuple[str, int] | None = None, gtids: bool = False) -> Recovery:
     """Bring the files to a state an uninterrupted writer could have left after its last whole
     transaction, and say where that is. ``hint`` = (file, end of a marker) from ``state.json``
-    lets the scan start there instead of at the file's beginning."""
+    lets the scan start there instead of at the file's beginning. ``gtids``: every file starts with
+    PREVIOUS_GTIDS after its FDE (a file start written here gets it too)."""
     directory = Path(directory)
+
+    def previous(name: str | None, end: int | None = None) -> tuple | None:
+        """The PREVIOUS_GTIDS of the file after ``name`` (None: GTIDs off)."""
+        if not gtids:
+            return None
+        if name is None:
+            return (None, 0)
+        facts = file_gtids(directory / name, end)
+        return (facts.sid, facts.gno_after)
+
     files = list_files(directory, base)
     rec = Recovery(files=files)
     if not files:
@@ -263,7 +276,8 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
             rec.files = files
             return rec
         _, prev_rotate_ts = _middle_file_marker(directory, files[-2])
-        head = file_start(server_id=server_id, server_version=server_version, timestamp=prev_rotate_ts)
+        head = file_start(server_id=server_id, server_version=server_version, timestamp=prev_rotate_ts,
+                          previous_gtids=previous(files[-2]))
         with open(path, "wb") as fh:
             fh.write(head)
             fh.flush()
@@ -272,6 +286,11 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
         scan = scan_file(path)
     marker = scan.last_marker
     keep_end = marker.end if marker is not None else scan.fde_end
+    head_missing = False
+    if gtids and marker is None:
+        # No transaction in the file: keep its PREVIOUS_GTIDS when whole, else write it again.
+        keep_end = previous_gtids_end(path, scan.fde_end)
+        head_missing = keep_end == scan.fde_end
     closed = _closed(scan) and scan.after_marker[0][1] == keep_end
     if marker is None:
         # No transaction in the last file: the last one is in an earlier file (checked before
@@ -285,6 +304,18 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
         _truncate(path, keep_end)
         what = scan.problem or "a transaction without its CTS marker"
         rec.actions.append(f"cut {scan.size - keep_end} bytes after offset {keep_end} of {last} ({what})")
+    if head_missing:
+        with open(path, "r+b") as fh:
+            fh.seek(4)
+            fde_ts = HEADER_STRUCT.unpack(fh.read(HEADER_LEN))[0]
+            fh.seek(keep_end)
+            fh.write(previous_gtids_event(keep_end, fde_ts, server_id,
+                                          *previous(files[-2] if len(files) > 1 else None)))
+            fh.truncate()
+            keep_end = fh.tell()
+            fh.flush()
+            os.fsync(fh.fileno())
+        rec.actions.append(f"wrote the PREVIOUS_GTIDS of {last}")
     rec.last_marker = marker
     rec.last_vtso = marker.vtso if marker is not None else None
     rec.last_timestamp = marker.timestamp if marker is not None else 0
@@ -293,7 +324,8 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
         rot_ts = scan.after_marker[0][3]
         nxt = next_file_name(last)
         rec.position = _start_file(directory / nxt, file_start(server_id=server_id, server_version=server_version,
-                                                               timestamp=rot_ts))
+                                                               timestamp=rot_ts,
+                                                               previous_gtids=previous(last, keep_end)))
         files.append(nxt)
         rec.actions.append(f"{last} ends with ROTATE: started {nxt}")
     elif rotation_due(keep_end, max_file_size) and scan.last_marker is not None:
@@ -305,7 +337,7 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
             fh.flush()
             os.fsync(fh.fileno())
         rec.position = _start_file(directory / nxt, file_start(server_id=server_id, server_version=server_version,
-                                                               timestamp=ts))
+                                                               timestamp=ts, previous_gtids=previous(last, keep_end)))
         files.append(nxt)
         rec.actions.append(f"{last} is full ({keep_end} bytes) and had no ROTATE: rotated to {nxt}")
     else:
@@ -374,7 +406,7 @@ def count_span(directory: Path, files: list[str], start: tuple[str, int] | None,
                 _ts, type_code, _sid, size, _lp, _fl = unpack(data, off)
                 if size < HEADER_LEN or off + size > stop:
                     break
-                if type_code != _ROTATE:
+                if type_code != _ROTATE and type_code != _PREVIOUS_GTIDS:  # a file's frame, not a txn's
                     counts.events += 1
                     counts.bytes += size
                     if type_code == _ROWS_QUERY and data[off + HEADER_LEN:off + HEADER_LEN + 6] == _MARKER_HEAD:

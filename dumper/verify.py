@@ -84,6 +84,10 @@ class _Checker:
         self.report = VerifyReport()
         self.written: list[Written] = []
         self.last_vtso: str | None = None
+        self.gtids = False                 # GTID events seen: every transaction must have one
+        self.gtid_pending = False
+        self.gtid_sid: bytes | None = None
+        self.gno = self.file_gtids = 0
 
     def error(self, msg: str) -> None:
         self.report.errors.append(msg)
@@ -108,6 +112,25 @@ class _Checker:
         except _Stop:
             pass
         return self.report
+
+    # -- GTIDs (dumper.gtid): PREVIOUS_GTIDS after the FDE, one GTID per transaction, gno +1 each ---
+    def gtid_event(self, ev: Any, at: str, info: FileInfo) -> None:
+        body = ev.body
+        if ev.h[1] == E.PREVIOUS_GTIDS:
+            before = body.sids[0][1][-1][1] - 1 if body.sids and body.sids[0][1] else 0
+            if info.txns or before != self.gno:
+                self.error(f"{at}: PREVIOUS_GTIDS says {before} transactions before this file, "
+                           f"{self.gno} were written")
+            self.file_gtids = 0
+            return
+        self.gtids = True
+        self.file_gtids += 1
+        if body.gno != self.gno + 1 or (self.gtid_sid is not None and body.sid != self.gtid_sid):
+            self.error(f"{at}: GTID {body.uuid}:{body.gno} after {self.gno} (expected gno {self.gno + 1}, one sid)")
+        if (body.last_committed, body.sequence_number) != (self.file_gtids - 1, self.file_gtids):
+            self.error(f"{at}: GTID logical clock {body.last_committed}/{body.sequence_number}, expected "
+                       f"{self.file_gtids - 1}/{self.file_gtids}")
+        self.gno, self.gtid_sid, self.gtid_pending = body.gno, body.sid, True
 
     # -- one file: the transaction grammar --------------------------------------------------------
     def file(self, name: str, next_name: str | None) -> None:
@@ -134,9 +157,9 @@ class _Checker:
                         self.error(f"{at}: the file does not start with a FORMAT_DESCRIPTION")
                         return
                     body = ev.body
-                    if body.binlog_version != 4 or not body.server_version.startswith("5.") or not ev.ctx.checksum:
+                    if body.binlog_version != 4 or not body.server_version.startswith(("5.", "8.")) or not ev.ctx.checksum:
                         self.error(f"{at}: FDE binlog v{body.binlog_version}, server {body.server_version!r}, "
-                                   f"checksum {ev.ctx.checksum}: expected v4, '5.…', CRC32")
+                                   f"checksum {ev.ctx.checksum}: expected v4, '5.…' or '8.…', CRC32")
                     continue
                 if rotated:
                     self.error(f"{at}: event after the ROTATE")
@@ -148,7 +171,13 @@ class _Checker:
                         self.error(f"{at}: ROTATE names {ev.body.next_file}, the next file is {next_name}")
                     rotated = True
                     continue
+                if state == "idle" and t in (E.GTID, E.PREVIOUS_GTIDS):
+                    self.gtid_event(ev, at, info)
+                    continue
                 if state == "idle":
+                    if self.gtid_pending is False and self.gtids:
+                        self.error(f"{at}: a transaction without its GTID event (the others have one)")
+                    self.gtid_pending = False
                     if t == E.QUERY:
                         q = ev.body.query
                         if q == b"BEGIN":

@@ -14,13 +14,13 @@ from gbinlog.cli_errors import OneLineErrors
 # The keys of ``gbinlog build --config FILE`` ([build] table); command-line options win.
 BUILD_KEYS = {"dn": list, "out": str, "server_id": int, "server_version": str, "max_file_size": (int, str),
               "heartbeat_interval": int, "meta_store": str, "checkpoint_seconds": (int, float), "checkpoint_bytes": (int, str),
-              "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool}
+              "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool, "gtids": bool}
 CONFIG_EXAMPLE = """\
 [build]
 dn = ["/data/dn0", "/data/dn1"]     # DN binlog directories (added to --dn)
 out = "/data/global"                # the output directory (or --out)
 server_id = 1                       # server id of the global binlog's events
-server_version = "5.7.44-gbinlog"   # must start with "5."
+server_version = "5.7.44-gbinlog"   # "5.…" (MySQL 5.7 FDE) or "8.0.…" (MySQL 8.0 FDE)
 max_file_size = "500MB"             # rotation size (bytes, or KB/MB/GB)
 heartbeat_interval = 30             # a heartbeat txn is written when its TSO second divides this
 meta_store = "meta.db"              # the shaper's meta store: a path (relative to out) or mysql://…
@@ -28,6 +28,7 @@ checkpoint_seconds = 2.0            # how often state.json is written (after an 
 checkpoint_bytes = "64MB"           # … or after this much output
 on_error = "raise"                  # or "skip": shaping errors skip the block with a warning
 workers = false                     # extract each DN in a worker process (default: off)
+gtids = true                        # GTID events + PREVIOUS_GTIDS (a MySQL 8 replica with auto-position)
 engine = "local"                    # or "spark"
 """
 
@@ -114,7 +115,7 @@ class _Bar:
 @click.option("--config", "config", type=click.Path(dir_okay=False), help="TOML file with a [build] table.")
 @click.option("--max-file-size", "max_file_size", help="Rotate after this size (bytes or KB/MB/GB; default 500MB).")
 @click.option("--server-id", type=click.IntRange(1, 2**32 - 1), help="Server id of the output events (default 1).")
-@click.option("--server-version", help="FDE server version, must start with '5.' (default 5.7.44-gbinlog).")
+@click.option("--server-version", help="FDE server version: '5.…' (MySQL 5.7 dialect, default 5.7.44-gbinlog) or '8.0.…' (MySQL 8.0).")
 @click.option("--meta-store", help="The shaper's meta store: a path (relative to --out) or mysql://… URL.")
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Continue an existing output directory (crash-safe restart) or refuse one.")
@@ -123,20 +124,22 @@ class _Bar:
 @click.option("--conf", "confs", multiple=True, help="Spark setting k=v (--engine spark); repeatable.")
 @click.option("--workers/--no-workers", default=None,
               help="Extract each DN in a worker process (default: off; see bench/build.py).")
+@click.option("--gtids/--no-gtids", default=None,
+              help="A GTID event before every transaction and PREVIOUS_GTIDS in every file (default: on).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 @click.option("--include", "includes", multiple=True, metavar="PATTERN",
               help="Only these databases/tables: 'db' or 'db.table', wildcards % _ (or * ?); repeatable.")
 @click.option("--exclude", "excludes", multiple=True, metavar="PATTERN",
               help="Leave these databases/tables (rows and DDL) out, e.g. 'bank.audit*'; repeatable.")
 def build_command(dns, out, config, max_file_size, server_id, server_version, meta_store, resume, engine, master,
-                  confs, workers, progress, includes, excludes) -> None:
+                  confs, workers, gtids, progress, includes, excludes) -> None:
     """Build the global binlog of DN binlog directories: extract → merge → shape → dump.
 
     Resumable: on an existing output directory it recovers the files (anything after the last
     complete transaction is cut) and continues from state.json, byte-identical to an
     uninterrupted build."""
     from binlog.errors import BinlogError
-    from dumper.global_binlog import DumperError
+    from dumper.global_binlog import DumperError, check_server_version
     from extractor.errors import OrderingError
     from gbinlog.local_engine import Settings, build
 
@@ -149,7 +152,7 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         raise click.UsageError("give --out DIR (or build.out in --config)")
     settings = Settings()
     for key in ("server_id", "server_version", "max_file_size", "heartbeat_interval", "meta_store",
-                "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers"):
+                "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers", "gtids"):
         if key in cfg:
             setattr(settings, key, cfg[key])
     flt = cfg.get("filter", {})
@@ -173,11 +176,14 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         settings.meta_store = meta_store
     if workers is not None:
         settings.workers = workers
+    if gtids is not None:
+        settings.gtids = gtids
     if isinstance(settings.server_id, bool) or not 1 <= settings.server_id < 2**32:
         raise click.BadParameter(f"{settings.server_id} is not a server id (1..4294967295)", param_hint="server_id")
-    if not settings.server_version.startswith("5."):
-        raise click.BadParameter(f"{settings.server_version!r} must start with '5.' (mysqlbinlog rejects 8.x)",
-                                 param_hint="--server-version")
+    try:
+        check_server_version(settings.server_version)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--server-version") from None
     engine = engine or cfg.get("engine", "local")
     if engine == "spark":
         if settings.filter:
@@ -231,7 +237,7 @@ def _spark_build(dn_dirs, out, settings, master, confs) -> None:
         result = spark_build(dn_dirs, out, server_id=settings.server_id, server_version=settings.server_version,
                              max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
                              meta_store=settings.meta_store, master=master, conf=list(confs),
-                             on_error=settings.on_error)
+                             on_error=settings.on_error, gtids=settings.gtids)
     except Exception as exc:
         from binlog.errors import BinlogError
         from dumper.global_binlog import DumperError

@@ -10,6 +10,7 @@ relative to the config file's directory. Example::
     [output]
     dir = "/var/lib/gbinlog"        # binlog.NNNNNN, binlog.index, state.json, status.json
     rotate_size = "500MB"           # bytes, or a number with KB/MB/GB
+    gtids = true                    # GTID events (auto-position); false for consumers that cannot take them
 
     [server]                        # the replication endpoint replicas attach to
     host = "127.0.0.1"
@@ -91,17 +92,29 @@ class DnConfig:
 @dataclass(frozen=True, slots=True)
 class UserConfig:
     name: str
-    password: str = ""
+    password: str = ""           # plain, "*HEX" (native) or "$A$005$…" (caching_sha2): MySQL's forms
     admin: bool = False
+    auth_plugin: str | None = None   # mysql_native_password | caching_sha2_password; default: the hash's
 
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
+    """The ``[server]`` table: the replication endpoint, the same for ``gbinlog run`` and ``serve``."""
+
     host: str = "127.0.0.1"
-    port: int = 3307             # 0: no endpoint (files only)
+    port: int = 3307             # run: 0 = no endpoint (files only); serve: 0 = any free port
     server_id: int = 1           # the endpoint's server id (a replica's must differ)
     version: str = DEFAULT_SERVER_VERSION
     users: tuple[UserConfig, ...] = ()
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_generate: bool = False   # make a self-signed pair at tls_cert/tls_key when neither exists
+    require_secure_transport: bool = False
+    max_connections: int = 151
+    max_allowed_packet: int = 16 << 20
+    net_read_timeout: float = 30.0
+    wait_timeout: float = 28800.0
+    heartbeat_period: float = 0.0     # seconds, for clients that set no @master_heartbeat_period
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +122,9 @@ class OutputConfig:
     dir: Path
     rotate_size: int = DEFAULT_ROTATE_SIZE
     server_version: str = DEFAULT_OUTPUT_VERSION
+    gtids: bool = True
+    expire_logs_seconds: float = 0.0   # purge files older than this (0 = keep); see dumper/server/retention.py
+    max_total_size: int = 0            # purge oldest files while the total is above this (0 = no limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +200,15 @@ def parse_size(value: Any, where: str) -> int:
     return n
 
 
+def parse_size_or_zero(value: Any, where: str) -> int:
+    """A size, or 0 (off)."""
+    return 0 if value == 0 and not isinstance(value, bool) else parse_size(value, where)
+
+
 # -- the generic strict reader: TOML tables → dataclasses -------------------------------------------
-_SPECIAL = {("OutputConfig", "rotate_size"): parse_size}
+_SPECIAL = {("OutputConfig", "rotate_size"): parse_size,
+            ("OutputConfig", "max_total_size"): parse_size_or_zero,
+            ("ServerConfig", "max_allowed_packet"): parse_size}
 
 
 def _type_name(tp: Any) -> str:
@@ -288,22 +311,14 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"dn[{i}].poll_ms: must be at least 1, got {d.poll_ms}")
     if not cfg.active_dns:
         raise ConfigError("dn: every DN is standby; at least one must be read from the start")
-    _check_port(cfg.server.port, "server.port", True)
     _check_port(cfg.metrics.port, "metrics.port", True)
-    if cfg.server.port and not cfg.server.users:
-        raise ConfigError("server.users: the endpoint needs at least one user (no anonymous access)")
-    names = [u.name for u in cfg.server.users]
-    for i, u in enumerate(cfg.server.users):
-        if not u.name:
-            raise ConfigError(f"server.users[{i}].name: must not be empty")
-        if names.count(u.name) > 1:
-            raise ConfigError(f"server.users[{i}].name: {u.name!r} appears twice")
-    for version, where in ((cfg.server.version, "server.version"),
-                           (cfg.output.server_version, "output.server_version")):
-        if not (version.startswith("5.") or version.startswith("10.")):
-            raise ConfigError(f"{where}: must start with 5. (mariadb-binlog rejects others), got {version!r}")
-    if not 1 <= cfg.server.server_id < 1 << 32 or not 1 <= cfg.source.server_id < 1 << 32:
-        raise ConfigError("server.server_id / source.server_id: must be 1..4294967295")
+    validate_server(cfg.server, need_users=bool(cfg.server.port))
+    if not cfg.output.server_version.startswith(("5.", "8.")):
+        raise ConfigError(f"output.server_version: must start with 5. or 8. (the FDE dialect), "
+                          f"got {cfg.output.server_version!r}")
+    validate_retention(cfg.output)
+    if not 1 <= cfg.source.server_id < 1 << 32:
+        raise ConfigError("source.server_id: must be 1..4294967295")
     if cfg.server.server_id == cfg.source.server_id:
         raise ConfigError("source.server_id: must differ from server.server_id")
     if cfg.heartbeat.interval_ms < 1 or cfg.heartbeat.stall_ms < cfg.heartbeat.interval_ms:
@@ -314,6 +329,46 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"metadb: expected sqlite:///path or mysql://user:pw@host:port/db, got {cfg.metadb!r}")
 
 
+def validate_server(srv: ServerConfig, *, need_users: bool = True) -> None:
+    """The ``[server]`` table's rules (``run`` and ``serve`` alike); raises ``ConfigError``."""
+    from dumper.server.auth import PLUGINS, AuthConfigError, Credential
+    _check_port(srv.port, "server.port", True)
+    if need_users and not srv.users:
+        raise ConfigError("server.users: the endpoint needs at least one user (no anonymous access)")
+    names = [u.name for u in srv.users]
+    for i, u in enumerate(srv.users):
+        if not u.name:
+            raise ConfigError(f"server.users[{i}].name: must not be empty")
+        if u.name in names[:i]:
+            raise ConfigError(f"server.users[{i}].name: {u.name!r} appears twice")
+        if u.auth_plugin is not None and u.auth_plugin not in PLUGINS:
+            raise ConfigError(f"server.users[{i}].auth_plugin: {u.auth_plugin!r} is not one of {', '.join(PLUGINS)}")
+        try:
+            Credential.from_config(u.password, u.auth_plugin)
+        except AuthConfigError as exc:
+            raise ConfigError(f"server.users[{i}].password: {exc}") from None
+    if not (srv.version.startswith("5.") or srv.version.startswith("10.")):
+        raise ConfigError(f"server.version: must start with 5. (mariadb-binlog rejects others), got {srv.version!r}")
+    if not 1 <= srv.server_id < 1 << 32:
+        raise ConfigError(f"server.server_id: must be 1..4294967295, got {srv.server_id}")
+    if (srv.tls_cert is None) != (srv.tls_key is None):
+        raise ConfigError("server.tls_cert / server.tls_key: give both or neither")
+    if srv.require_secure_transport and srv.tls_cert is None:
+        raise ConfigError("server.require_secure_transport: needs tls_cert and tls_key (tls_generate makes them)")
+    if srv.max_connections < 1:
+        raise ConfigError(f"server.max_connections: must be at least 1, got {srv.max_connections}")
+    for name in ("net_read_timeout", "wait_timeout"):
+        if not getattr(srv, name) > 0:
+            raise ConfigError(f"server.{name}: must be > 0 seconds, got {getattr(srv, name)}")
+    if srv.heartbeat_period < 0:
+        raise ConfigError(f"server.heartbeat_period: must be >= 0 seconds, got {srv.heartbeat_period}")
+
+
+def validate_retention(out: OutputConfig) -> None:
+    if out.expire_logs_seconds < 0:
+        raise ConfigError(f"output.expire_logs_seconds: must be >= 0 (0 = keep), got {out.expire_logs_seconds}")
+
+
 def from_dict(data: dict[str, Any], *, base: Path = Path("."), path: Path | None = None) -> Config:
     """A checked ``Config`` from parsed TOML (``base``: where relative paths start)."""
     cfg = _table(data, Config, "", base)
@@ -322,19 +377,26 @@ def from_dict(data: dict[str, Any], *, base: Path = Path("."), path: Path | None
     return cfg
 
 
-def load(path: str | Path) -> Config:
-    """Read and check ``path``; every problem is a one-line ``ConfigError`` naming the file."""
-    p = Path(path)
+def read_toml(p: Path) -> dict[str, Any]:
+    """The parsed TOML of ``p``; a missing/unreadable file or a syntax error is one ``ConfigError`` line."""
     try:
         text = p.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{p}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{p}: is a directory, not a config file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+
+
+def load(path: str | Path) -> Config:
+    """Read and check ``path``; every problem is a one-line ``ConfigError`` naming the file."""
+    p = Path(path)
+    data = read_toml(p)
     try:
         return from_dict(data, base=p.resolve().parent, path=p)
     except ConfigError as exc:
@@ -366,8 +428,10 @@ def to_toml(cfg: Config) -> str:
         out.append(f"metadb = {value(cfg.metadb)}")
     out += ["", "[output]", *table(cfg.output)]
     out += ["", "[server]", *table(cfg.server, ("users",))]
-    users = ", ".join("{ " + ", ".join(f"{k} = {value(getattr(u, k))}" for k in ("name", "password", "admin")
-                                       if k != "admin" or u.admin) + " }" for u in cfg.server.users)
+    users = ", ".join("{ " + ", ".join(f"{k} = {value(getattr(u, k))}"
+                                       for k in ("name", "password", "admin", "auth_plugin")
+                                       if k in ("name", "password") or getattr(u, k))
+                      + " }" for u in cfg.server.users)
     out.append(f"users = [{users}]")
     for name in ("heartbeat", "metrics", "source"):
         lines = table(getattr(cfg, name))

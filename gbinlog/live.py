@@ -249,7 +249,7 @@ class LiveRunner:
         meta = cfg.metadb or "meta.db"
         return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
                         max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
-                        flush_seconds=0.0, filter=cfg.filter.settings())
+                        flush_seconds=0.0, filter=cfg.filter.settings(), gtids=cfg.output.gtids)
 
     def _recover(self) -> None:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
@@ -261,7 +261,8 @@ class LiveRunner:
             state = load_state(self.out)
             gb = GlobalBinlog(self.out, server_id=s.server_id, server_version=s.server_version,
                               max_file_size=s.max_file_size, heartbeat_interval=s.heartbeat_interval,
-                              hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
+                              hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
+                              gtids=s.gtids)
         except (DumperError, StateError, OSError) as exc:
             raise RunError(f"output.dir {self.out}: {exc}") from None
         for action in gb.recovery.actions:
@@ -270,17 +271,17 @@ class LiveRunner:
         self._restart = dict(state.restart) if state else {}
 
     def _start_endpoint(self) -> None:
-        from dumper.server import ServerConfig, start_in_thread
+        from dumper.server import ConfigError, start_in_thread
+        from gbinlog.endpoint_config import endpoint_config
         srv = self.cfg.server
-        users = {u.name: u.password for u in srv.users}
-        admins = frozenset(u.name for u in srv.users if u.admin)
         try:
-            self.endpoint = start_in_thread(ServerConfig(dir=self.out, host=srv.host, port=srv.port, users=users,
-                                                         admins=admins, server_id=srv.server_id,
-                                                         version=srv.version, poll_interval=0.02,
-                                                         base="binlog"))
+            self.endpoint = start_in_thread(endpoint_config(srv, self.cfg.output, directory=self.out, base="binlog",
+                                                            poll_interval=0.02))
+        except ConfigError as exc:   # e.g. a TLS pair that cannot be loaded or made
+            raise RunError(f"server: {exc}") from None
         except OSError as exc:
             raise RunError(f"server.port {srv.host}:{srv.port} cannot be used: {exc.strerror or exc}") from None
+        self.metrics.watch_endpoint(self.endpoint.server)
 
     # -- DN feeds -----------------------------------------------------------------------------------
     def _feed(self, dn: DnConfig) -> DnFeed:
@@ -479,11 +480,7 @@ class LiveRunner:
         last = p.last_vtso if p is not None else None
         lag = round(now_ms - tso_physical_ms(vtso_tso(last))) if last else None
         merge = self.merge
-        replicas = []
-        if self.endpoint is not None:
-            for d in self.endpoint.server.dumps():
-                replicas.append({"server_id": d.request.server_id, "host": d.session.host, "user": d.session.user,
-                                 "file": d.file, "pos": d.position, "bytes_sent": d.bytes_sent})
+        replicas = self.endpoint.server.replica_stats() if self.endpoint is not None else []
         out_events = p.events if p is not None else 0
         return {
             "pid": os.getpid(), "time": round(time.time(), 3), "uptime_s": round(time.time() - self.started_at, 1),

@@ -91,10 +91,14 @@ class Settings:
     check_cluster: bool = True
     # [filter] include/exclude (schema_shaper.filters): changes the output, so a resume checks it
     filter: dict | None = None
+    # a GTID event before every transaction and PREVIOUS_GTIDS in every file (dumper.gtid); off for
+    # consumers that cannot take them
+    gtids: bool = True
 
     def output_settings(self) -> dict:
         out = {"server_id": self.server_id, "server_version": self.server_version,
-               "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval}
+               "max_file_size": self.max_file_size, "heartbeat_interval": self.heartbeat_interval,
+               "gtids": self.gtids}
         if self.filter:
             out["filter"] = self.filter
         return out
@@ -243,7 +247,8 @@ def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: S
             check_broadcast_prefixes({d.dn_id: broadcast_prefix(d.probe(seqs[d.dn_id])) for d in dns})
     binlog = GlobalBinlog(out, server_id=settings.server_id, server_version=settings.server_version,
                           max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
-                          hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None)
+                          hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
+                          gtids=settings.gtids)
     result = BuildResult(out, resumed=state is not None or binlog.last_vtso is not None,
                          recovery=list(binlog.recovery.actions))
     for action in result.recovery:

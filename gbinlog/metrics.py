@@ -177,6 +177,11 @@ class Metrics:
     def port(self) -> int | None:
         return self._server.server_address[1] if self._server is not None else None
 
+    def watch_endpoint(self, server: Any) -> None:
+        """Per-replica gauges of the endpoint (gbinlog/replica_metrics.py)."""
+        from gbinlog.replica_metrics import register
+        register(self.registry, server)
+
     def close(self) -> None:
         server, self._server = self._server, None
         if server is not None:

@@ -187,7 +187,11 @@ def format_status(doc: dict) -> str:
     if reps is not None:
         lines.append(f"  replicas attached: {len(reps)}")
         for r in reps:
-            lines.append(f"    server_id {r['server_id']} {r['user']}@{r['host']} at {r['file']}:{r['pos']}")
+            line = f"    server_id {r['server_id']} {r['user']}@{r['host']} at {r['file']}:{r['pos']}"
+            if "bytes_per_s" in r:
+                line += (f"  {r['bytes_per_s'] / 1024:.0f} KiB/s  {r['seconds_behind_head']:.1f} s behind head"
+                         + ("  tls" if r.get("tls") else ""))
+            lines.append(line)
     st = doc.get("state_json")
     if st and not doc.get("running"):
         b = st.get("binlog") or {}

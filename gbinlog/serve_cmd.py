@@ -1,19 +1,47 @@
-"""CLI commands: serve (issue 6)."""
+"""CLI commands: serve (issue 6; one config dialect with ``run`` since issue 16).
+
+Errors in the options or the config file print one line ``gbinlog serve: error: …`` and exit 2 (as
+``run``); a port that cannot be listened on exits 2 too.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from pathlib import Path
 
 import click
 
-from dumper.server import ConfigError, ServerConfig, load_config, parse_user, serve
+from gbinlog.run_cmd import OneLineErrors, fail
+
+SESSION_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-@click.command("serve")
-@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
-              help="Directory of binlog files (<base>.NNNNNN + <base>.index); required unless in --config.")
+def setup_logging(verbose: int, log_file: Path | None) -> None:
+    """``-v``: the session log (logins, dumps, PURGE) at info; ``-vv`` debug; ``--log-file`` also
+    writes it to a file (info and up, even without ``-v``)."""
+    level = logging.WARNING if verbose == 0 else (logging.INFO if verbose == 1 else logging.DEBUG)
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    handlers[0].setLevel(level)
+    if log_file is not None:
+        try:
+            fh = logging.FileHandler(log_file)
+        except OSError as exc:
+            fail("serve", f"--log-file {log_file}: {exc.strerror or exc}")
+            raise
+        fh.setLevel(min(level, logging.INFO))
+        handlers.append(fh)
+    root = logging.getLogger()
+    for h in handlers:
+        h.setFormatter(logging.Formatter(SESSION_FORMAT))
+        root.addHandler(h)
+    root.setLevel(min(h.level for h in handlers))
+
+
+@click.command("serve", cls=OneLineErrors)
+@click.option("--dir", "directory", type=click.Path(path_type=Path),
+              help="Directory of binlog files (<base>.NNNNNN + <base>.index); or output.dir in --config.")
 @click.option("--port", type=int, help="TCP port (default 3306 without --config; 0 = any free port).")
 @click.option("--host", help="Address to listen on (default 127.0.0.1).")
 @click.option("--user", "users", multiple=True, metavar="NAME:PASSWORD",
@@ -21,43 +49,77 @@ from dumper.server import ConfigError, ServerConfig, load_config, parse_user, se
 @click.option("--admin", "admins", multiple=True, metavar="NAME", help="A user allowed to PURGE BINARY LOGS.")
 @click.option("--server-id", type=int, help="This server's id (default 1; must differ from replicas').")
 @click.option("--version-string", "version", help="Handshake / SELECT VERSION() (default 5.7.44-log).")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="TOML file (keys at top level or under [serve]); options given here win.")
-@click.option("-v", "--verbose", is_flag=True, help="Log connections.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path),
+              help="TOML with the [server] (and [output]) tables of gbinlog run's config; options win.")
+@click.option("--metrics-port", type=int, help="Prometheus /metrics of the replicas on this port (0 = off; "
+              "or [metrics] port in --config).")
+@click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the session log (logins, dumps, PURGE) to this file.")
+@click.option("-v", "--verbose", count=True, help="-v: session log on stderr (info); -vv debug.")
 def serve_command(directory: Path | None, port: int | None, host: str | None, users: tuple[str, ...],
                   admins: tuple[str, ...], server_id: int | None, version: str | None,
-                  config_file: Path | None, verbose: bool) -> None:
+                  config_file: Path | None, metrics_port: int | None, log_file: Path | None, verbose: int) -> None:
     """Serve a directory of binlog files over the MySQL replication protocol: replicas attach with
     CHANGE MASTER TO ... MASTER_LOG_FILE='binlog.000001', MASTER_LOG_POS=4, MASTER_USE_GTID=no;
     mysqlbinlog --read-from-remote-server and python-mysql-replication read it too."""
+    from dumper.server import ConfigError as EndpointConfigError
+    from dumper.server import serve
+    from gbinlog.config import ConfigError, MetricsConfig, OutputConfig, ServerConfig
+    from gbinlog.endpoint_config import apply_cli, endpoint_config, load_serve_file
+
     try:
-        user_map = dict(parse_user(u) for u in users)
-        overrides = dict(dir=directory, port=port, host=host, users=user_map or None,
-                         admins=frozenset(admins) or None, server_id=server_id, version=version)
         if config_file is not None:
-            cfg = load_config(config_file, **overrides)
+            srv, out, metrics = load_serve_file(config_file, directory)
         else:
-            cfg = ServerConfig(**{k: v for k, v in overrides.items() if v is not None})
-            if port is None:
-                cfg.port = 3306
-        if directory is None and config_file is None:
-            raise ConfigError("--dir is required (or dir in --config)")
-        if not cfg.dir.is_dir():
-            raise ConfigError(f"{cfg.dir}: not a directory")
-        cfg.validate()
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(message)s")
+            if directory is None:
+                raise ConfigError("--dir is required (or output.dir in --config)")
+            srv, out, metrics = ServerConfig(port=3306), OutputConfig(dir=directory), MetricsConfig()
+        if metrics_port is not None:
+            if not 0 <= metrics_port <= 65535:
+                raise ConfigError(f"--metrics-port: must be 0..65535, got {metrics_port}")
+            metrics = MetricsConfig(host=metrics.host, port=metrics_port)
+        srv = apply_cli(srv, port=port, host=host, server_id=server_id, version=version, users=users,
+                        admins=admins)
+        if not out.dir.is_dir():
+            raise ConfigError(f"{out.dir}: not a directory")
+        cfg = endpoint_config(srv, out).validate()
+    except (ConfigError, EndpointConfigError) as exc:
+        fail("serve", str(exc))
+        return
+    setup_logging(verbose, log_file)
+
     def ready(server) -> None:
+        if metrics.port:
+            from prometheus_client import CollectorRegistry, start_http_server
+
+            from gbinlog.replica_metrics import register
+            registry = CollectorRegistry()
+            register(registry, server)
+            start_http_server(metrics.port, addr=metrics.host, registry=registry)
         click.echo(f"gbinlog serve: {cfg.dir} listening on {cfg.host}:{server.port}", err=True)
 
     try:
         asyncio.run(serve(cfg.dir, cfg, on_ready=ready))
     except KeyboardInterrupt:
         pass
+    except EndpointConfigError as exc:   # e.g. a TLS pair that cannot be loaded
+        fail("serve", str(exc))
     except OSError as exc:
-        raise click.ClickException(f"cannot listen on {cfg.host}:{cfg.port}: {exc}") from None
+        fail("serve", f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}")
 
 
 COMMANDS: list[click.Command] = [serve_command]
+
+
+@click.command("hash-password", cls=OneLineErrors)
+@click.option("--plugin", type=click.Choice(["caching_sha2_password", "mysql_native_password"]),
+              default="caching_sha2_password", show_default=True)
+@click.password_option("--password", prompt="Password", help="Read from a prompt when not given.")
+def hash_password_command(plugin: str, password: str) -> None:
+    """Print the stored form of a password for server.users (MySQL's authentication_string:
+    $A$005$… for caching_sha2_password, *HEX for mysql_native_password)."""
+    from dumper.server.auth import caching_sha2_hash, native_hash
+    click.echo(caching_sha2_hash(password) if plugin == "caching_sha2_password" else native_hash(password))
+
+
+COMMANDS.append(hash_password_command)

@@ -7,7 +7,10 @@ type byte and meta: the physical bytes are then the logical bytes, and rows even
 decoded. Otherwise the TABLE_MAP is rebuilt with exactly the logical columns and every row is decoded
 with the physical columns and encoded with the logical ones: a missing column takes the logical
 default (NULL if none), an extra one is dropped, a type that differs is converted
-(``convert_value``). Output TABLE_MAPs never carry MySQL 8 optional metadata (MariaDB must read them).
+(``convert_value``). Every output TABLE_MAP carries the optional metadata a MySQL 8 server writes with
+``binlog_row_metadata=FULL`` (``row_metadata``), built from the logical schema the plan was made under:
+names, signedness, charsets, ENUM/SET members, primary key. MariaDB 10.5+ and MySQL 8 read it; older
+readers skip the bytes after the null bitmap.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from binlog.constants import ColumnType as T
 from binlog.lenenc import pack_int, read_packed_int
 from binlog.row_image import ABSENT, TableCodec, pack_bitmap, table_codec, unpack_bitmap
 from binlog.rows_events import decode_rows_event
-from binlog.table_map import encode_table_map
+from binlog.table_map import encode_optional_metadata, encode_table_map
 from schema_shaper.schema import ColumnSpec
 from schema_shaper.types import INT_BITS
 
@@ -60,11 +63,21 @@ def table_map_core(payload: bytes, id_len: int = 6) -> tuple[int, int]:
     return start, off
 
 
-def pass_table_map(payload: bytes, table_id: int, db: str, table: str, id_len: int = 6) -> bytes:
-    """The DN's TABLE_MAP with the output table id and logical names, optional metadata dropped."""
+def pass_table_map(payload: bytes, table_id: int, db: str, table: str, id_len: int = 6,
+                   optional_metadata: bytes = b"") -> bytes:
+    """The DN's TABLE_MAP with the output table id and logical names; the DN's optional metadata
+    (physical names) replaced by ``optional_metadata`` (the logical one, see ``row_metadata``)."""
     start, end = table_map_core(payload, id_len)
     flags = payload[id_len:id_len + 2]
-    return table_id.to_bytes(6, "little") + flags + _name(db) + _name(table) + payload[start:end]
+    return table_id.to_bytes(6, "little") + flags + _name(db) + _name(table) + payload[start:end] + \
+        optional_metadata
+
+
+def row_metadata(logical_columns: Sequence[Column]) -> bytes:
+    """The optional metadata block of a logical table's TABLE_MAP (``binlog_row_metadata=FULL``), from
+    the logical schema in force: a consumer names the columns as the logical table has them at that
+    point of the global binlog, so after an online ADD/DROP COLUMN the names change at the DDL."""
+    return encode_optional_metadata(logical_columns)
 
 
 @dataclass(slots=True)
@@ -194,7 +207,7 @@ def reshape_plan(plan: TablePlan, phys_columns: Sequence[Column], phys_names: Se
     plan.specs = tuple(logical)
     plan.phys_width = len(phys_columns)
     plan.table_map = encode_table_map(table_id=plan.table_id, db=plan.db, table=plan.table,
-                                      columns=list(logical_columns), optional_metadata=False)
+                                      columns=list(logical_columns), optional_metadata=True)
     return plan
 
 

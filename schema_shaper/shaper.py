@@ -46,6 +46,7 @@ from schema_shaper.rows import (
     pass_table_map,
     rebuild_rows,
     reshape_plan,
+    row_metadata,
 )
 from schema_shaper.state import SYSTEM_PREFIXES, SchemaState, json_field
 
@@ -260,7 +261,8 @@ class Shaper(SchemaState):
         try:
             if compatible(phys_columns, names, specs):
                 short = self._short_id(tm)
-                plan.table_map = pass_table_map(payload, plan.table_id, plan.db, plan.table, 4 if short else 6)
+                plan.table_map = pass_table_map(payload, plan.table_id, plan.db, plan.table, 4 if short else 6,
+                                                row_metadata(logical.schema.binlog_columns()))
                 if short:
                     plan.src_id = b""  # never equal: rows go through the rebuilding path
                 return plan

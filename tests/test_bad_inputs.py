@@ -70,7 +70,7 @@ CASES = [
     ("build-out-unwritable", ["build", *ALL, "--out=/proc/gbinlog-out"], 1, "/proc/gbinlog-out"),
     ("build-server-id-negative", ["build", *ALL, "--out={w}/o", "--server-id", "-1"], 2, "--server-id"),
     ("build-server-id-too-big", ["build", *ALL, "--out={w}/o", "--server-id", "4294967296"], 2, "--server-id"),
-    ("build-server-version-8", ["build", *ALL, "--out={w}/o", "--server-version", "8.0.36"], 2, "must start with '5.'"),
+    ("build-server-version-9", ["build", *ALL, "--out={w}/o", "--server-version", "9.1.0"], 2, "must start with '5.' or '8.'"),
     ("build-max-file-size-word", ["build", *ALL, "--out={w}/o", "--max-file-size", "abc"], 2, "abc"),
     ("build-no-out", ["build", *ALL], 2, "--out"),
     ("build-no-dn", ["build", "--out={w}/o"], 2, "--dn"),

@@ -150,14 +150,15 @@ def test_rotation_at_1mb_many_files_whole_txns_index(bigger, tmp_path):
             # no txn spans files: the last event before ROTATE is a CTS marker, the first after
             # the FDE starts a txn
             assert evs[-2].body.query.startswith(b"CTS::")
-        assert evs[1].type_code == EventType.QUERY
+        # GTIDs on (the default): PREVIOUS_GTIDS after the FDE, a GTID event before each txn
+        assert [e.type_code for e in evs[1:4]] == [EventType.PREVIOUS_GTIDS, EventType.GTID, EventType.QUERY]
     report = verify(out)
     assert report.ok, report.errors
     assert report.kinds["dml"] > 5000
     listing = run_cli("binlogs", str(out), check=True).stdout
     assert all(n in listing for n in names)
     events = run_cli("events", str(out / names[1]), "--from=4", "--limit=3", check=True).stdout.splitlines()
-    assert events[1].split("\t")[:3] == [names[1], "4", "Format_desc"] and events[2].split("\t")[2] == "Query"
+    assert events[1].split("\t")[:3] == [names[1], "4", "Format_desc"] and events[2].split("\t")[2] == "Previous_gtids"
 
 
 # -- Must show 5: bad input and operator errors ------------------------------------------------------------

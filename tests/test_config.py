@@ -98,7 +98,7 @@ def test_defaults_and_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    (GOOD.replace('port = 3310', 'prot = 3310'), "server.prot: unknown key (known here: host, port, "),
+    (GOOD.replace('port = 3310', 'prot = 3310'), "server.prot: unknown key (known here: heartbeat_period, host, "),
     (GOOD.replace('stall_ms = 3000', 'stall_ms = 3000\nwobble = 1'), "heartbeat.wobble: unknown key"),
     (GOOD + '\n[extra]\nx = 1\n', "extra: unknown key"),
     (GOOD.replace('user = "cdc"\npassword = "pw0"', 'usr = "cdc"'), "dn[0].usr: unknown key"),

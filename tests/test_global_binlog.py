@@ -165,9 +165,12 @@ def test_xid_is_a_function_of_the_vtso():
     assert 0 <= xid_of(vtso(T0, 1)) < 1 << 63
 
 
-def test_server_version_must_start_with_5(tmp_path):
-    with pytest.raises(ValueError, match="5\\."):
-        GlobalBinlog(tmp_path, server_version="8.0.32")
+def test_server_version_must_start_with_5_or_8(tmp_path):
+    """The two FDE dialects: 5.7 (default) and 8.0 (MySQL 8.0's post-header table)."""
+    with pytest.raises(ValueError, match="'5\\.' or '8\\.'"):
+        GlobalBinlog(tmp_path / "a", server_version="10.11.6")
+    GlobalBinlog(tmp_path / "b", server_version="8.0.32").close()
+    assert len(read_all(gb.file_start(server_id=1, server_version="8.0.32"))[0].body.post_header_len) == 41
 
 
 def test_append_refuses_a_vtso_not_above_the_last(tmp_path):

@@ -237,8 +237,8 @@ def test_pmr_blocking_follows_a_growing_directory_and_gets_heartbeats(tmp_path):
 
 def test_global_binlog_through_the_endpoint_pmr_rows_equal_the_truth_and_mariadb_binlog_equals_local(tmp_path):
     """The global binlog of bank-4dn (built by `gbinlog build`), read through the endpoint by pmr: every
-    row change, in order, equals the truth's logical changes. The global binlog's table maps carry no
-    column names (MySQL 5.7 style), so pmr names them UNKNOWN_COL0..n in table order."""
+    row change, in order, equals the truth's logical changes. The global binlog's table maps carry the
+    logical column names (binlog_row_metadata=FULL), so pmr names every column as the table does."""
     import json
     from pathlib import Path
 
@@ -248,7 +248,7 @@ def test_global_binlog_through_the_endpoint_pmr_rows_equal_the_truth_and_mariadb
     truth = json.loads((root / "truth.json").read_text())
     out = tmp_path / "global"
     build(sorted(p for p in root.iterdir() if p.is_dir()), out, settings=Settings(max_file_size=32 << 10))
-    cols = [f"UNKNOWN_COL{i}" for i in range(len(truth["tables"]["bank.accounts"]["columns"]))]
+    cols = [c["name"] for c in truth["tables"]["bank.accounts"]["columns"]]
     want = []
     for txn in truth["txns"]:
         for change in txn.get("changes", []):

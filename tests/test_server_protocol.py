@@ -17,7 +17,9 @@ import pymysql
 import pytest
 
 from binlog import read_all
-from dumper.server import ConfigError, ServerConfig, load_config, start_in_thread
+from dumper.server import ConfigError, ServerConfig, start_in_thread
+from gbinlog.config import ConfigError as GbConfigError
+from gbinlog.endpoint_config import endpoint_config, load_serve_file
 from tests.test_server_support import (
     ADMIN,
     ADMIN_PASSWORD,
@@ -141,7 +143,8 @@ def test_canned_replica_queries(server, sample):
         assert fetch(conn, "SELECT @@autocommit") == ((0,),)
         fetch(conn, "SET skip_replication=1")
         # Unknown SQL and unknown variables are refused with MySQL's codes.
-        for sql, code in [("SELECT * FROM mysql.user", 1064), ("DROP TABLE x", 1064),
+        # (Reading a table: 1146; a statement that changes data: 1290, read-only — issue 15.)
+        for sql, code in [("SELECT * FROM mysql.user", 1146), ("DROP TABLE x", 1290), ("FROB x", 1064),
                           ("SELECT @@no_such_var", 1193), ("SELECT no_such_fn()", 1305)]:
             with pytest.raises(pymysql.err.MySQLError) as exc:
                 fetch(conn, sql)
@@ -197,8 +200,11 @@ def test_ping_init_db_quit_and_unknown_command(server):
     c = RawClient(server.port)
     c.command(b"\x0e")
     assert c.read_packet()[0] == 0
-    c.command(b"\x02somedb")
+    c.command(b"\x02information_schema")
     assert c.read_packet()[0] == 0
+    c.command(b"\x02somedb")  # a database the served binlog's schema does not have
+    err = c.read_packet()
+    assert err[0] == 0xFF and struct.unpack_from("<H", err, 1)[0] == 1049
     c.command(b"\x63")
     err = c.read_packet()
     assert err[0] == 0xFF and struct.unpack_from("<H", err, 1)[0] == 1047
@@ -374,12 +380,13 @@ def test_config_file_and_cli(tmp_path):
     cfg_file = tmp_path / "serve.toml"
     cfg_file.write_text(f'[serve]\ndir = "{sample.dir}"\nport = 0\nserver_id = 9\nadmin = ["{ADMIN}"]\n'
                         f'[serve.users]\n{USER} = "{PASSWORD}"\n{ADMIN} = "{ADMIN_PASSWORD}"\n')
-    cfg = load_config(cfg_file)
+    # The old serve dialect ([serve] / top-level keys) is read through the [server] schema.
+    cfg = endpoint_config(*load_serve_file(cfg_file)[:2])
     assert (cfg.server_id, cfg.users, cfg.admins) == (9, USERS, frozenset({ADMIN}))
-    with pytest.raises(ConfigError, match="unknown key"):
+    with pytest.raises(GbConfigError, match="prot: unknown key"):
         bad = tmp_path / "bad.toml"
         bad.write_text('prot = 1\n')
-        load_config(bad)
+        load_serve_file(bad)
     exe = os.path.join(os.path.dirname(sys.executable), "gbinlog")
     proc = subprocess.Popen([exe, "serve", "--config", str(cfg_file), "--user", "extra:pw"],
                             stderr=subprocess.PIPE, text=True)
@@ -394,7 +401,7 @@ def test_config_file_and_cli(tmp_path):
         proc.terminate()
         proc.wait(10)
     out = subprocess.run([exe, "serve", "--dir", str(tmp_path)], capture_output=True, text=True)
-    assert out.returncode != 0 and "no users configured" in out.stderr
+    assert out.returncode == 2 and "no users configured" in out.stderr
 
 
 def test_stop_closes_idle_and_streaming_connections(tmp_path):

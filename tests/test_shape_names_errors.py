@@ -20,6 +20,7 @@ from binlog import read_events
 from binlog.constants import EventType
 from binlog.events import decode_body
 from binlog.rows_events import decode_rows_event, decode_table_map, encode_rows_event, encode_table_map
+from binlog.table_map import decode_optional_metadata
 from extractor import TxnKind
 from merger import GlobalTxn
 from schema_shaper import (
@@ -33,7 +34,7 @@ from schema_shaper import (
     collect_history,
     shape,
 )
-from schema_shaper.rows import table_map_core
+from schema_shaper.rows import _name, table_map_core
 from simulator.schema import quote_ident
 from tests.test_meta_store import signature
 from tests.test_shape_util import (
@@ -321,9 +322,11 @@ def test_no_names_and_no_physical_model_is_an_error():
 @pytest.mark.parametrize("fixture", ["bank-4dn", "mixed-2dn", "drift-2dn", "scale-2dn"])
 def test_pass_through_only_replaces_table_id_and_names(fixture):
     """Without DDL windows every block passes: the TABLE_MAP is the DN's column part behind the new
-    id and logical names (no optional metadata), each rows payload the DN's bytes after the id."""
+    id and logical names, then the logical optional metadata (names of the logical table), each rows
+    payload the DN's bytes after the id."""
     shaper = Shaper()
     n = 0
+    tables = truth(fixture)["tables"]
     for g in fixture_txns(fixture):
         o = shaper.shape_txn(g)
         if o.kind is not LogicalKind.DML:
@@ -332,7 +335,12 @@ def test_pass_through_only_replaces_table_id_and_names(fixture):
         for src, b in zip(g.blocks, o.blocks, strict=True):
             tm = src.events[0]
             start, end = table_map_core(tm.payload)
-            assert b.table_map.endswith(tm.payload[start:end]) and len(tm.payload) > end  # metadata dropped
+            core = tm.payload[start:end]
+            assert len(tm.payload) > end  # the DN's optional metadata (physical) is not kept
+            head, _, optional = b.table_map.partition(core)
+            assert head.endswith(_name(b.db) + _name(b.table))
+            meta = decode_optional_metadata(optional, decode_table_map(b.table_map).columns)
+            assert list(meta.column_names) == [c["name"] for c in tables[f"{b.db}.{b.table}"]["columns"]]
             assert all(p[:6] == b.table_map[:6] for _, p in b.rows)
             assert [(t, p[6:]) for t, p in b.rows] == [(e.type_code, e.payload[6:]) for e in src.events[1:]]
             n += len(b.rows)

@@ -86,6 +86,9 @@ def test_status_and_metrics_of_a_running_service(tmp_path):
         assert metric(metrics, "gbinlog_txns_out_total") > 20
         assert metric(metrics, "gbinlog_events_out_total") > 100
         assert metric(metrics, "gbinlog_replicas") == 1
+        rep = f'{{host="127.0.0.1",server_id="77",user="{REPL_USER}"}}'   # per-replica gauges (issue 16)
+        assert metric(metrics, "gbinlog_replica_connected", rep) == 1
+        assert metric(metrics, "gbinlog_replica_position_bytes", rep) > 4
         assert 0 <= metric(metrics, "gbinlog_lag_ms") < 3000
         # -- SIGTERM: clean stop, then status from state.json ----------------------------------------------
         sim_thread.join(DURATION + 20)

@@ -15,8 +15,7 @@ EOF, text result sets) is ~250 lines in ``protocol.py``; the replica queries are
 (``queries.py``), not general SQL.
 """
 
-from dumper.server.config import ConfigError, ServerConfig, load_config, parse_user
+from dumper.server.config import ConfigError, ServerConfig
 from dumper.server.server import BinlogServer, ServerHandle, serve, start_in_thread
 
-__all__ = ["BinlogServer", "ConfigError", "ServerConfig", "ServerHandle", "load_config", "parse_user",
-           "serve", "start_in_thread"]
+__all__ = ["BinlogServer", "ConfigError", "ServerConfig", "ServerHandle", "serve", "start_in_thread"]

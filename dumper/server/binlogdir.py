@@ -136,18 +136,26 @@ class BinlogDir:
         self._fde_cache.pop(name, None)
 
     def purge(self, keep_from: str) -> list[str]:
-        """Remove every file before ``keep_from`` from the index (rewritten atomically), then from disk."""
+        """Remove every file before ``keep_from``: from disk, then from the index (re-read and replaced
+        atomically at once). Files first: a writer in this process that rewrites the index meanwhile
+        lists only files that exist (GlobalBinlog), so the index never ends up naming a removed file."""
         files = self.files()
         cut = files.index(keep_from)
-        gone, kept = files[:cut], files[cut:]
+        gone = files[:cut]
         if not gone:
             return []
+        for name in gone:
+            try:
+                os.unlink(self.path / name)
+            except FileNotFoundError:
+                pass
+            self.forget(name)
         index = self.index_path
         assert index is not None
+        gone_set = set(gone)
         with open(index, encoding="utf-8", errors="surrogateescape") as fh:
             lines = [line for line in fh.read().split("\n") if line.strip()]
-        kept_set = set(kept)
-        new_lines = [line for line in lines if os.path.basename(line.strip()) in kept_set]
+        new_lines = [line for line in lines if os.path.basename(line.strip()) not in gone_set]
         tmp = index.with_name(index.name + ".purge-tmp")
         with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write("".join(line + "\n" for line in new_lines))
@@ -155,12 +163,6 @@ class BinlogDir:
             os.fsync(fh.fileno())
         os.replace(tmp, index)
         self._index_sig = None
-        for name in gone:
-            try:
-                os.unlink(self.path / name)
-            except FileNotFoundError:
-                pass
-            self.forget(name)
         return gone
 
     def mtime(self, name: str) -> float:

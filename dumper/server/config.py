@@ -1,32 +1,17 @@
-"""Server configuration: a dataclass, filled from a TOML file and/or command-line options.
+"""The endpoint's runtime configuration: the dataclass ``BinlogServer`` runs with.
 
-TOML (top level or a ``[serve]`` table)::
-
-    dir = "/data/global"          # directory of binlog files (base name from its *.index)
-    host = "127.0.0.1"
-    port = 3307
-    server_id = 1                 # must differ from every replica's server_id
-    server_uuid = "…"             # default derived from server_id
-    version = "5.7.44-log"        # handshake and SELECT VERSION(); must start with 5. or 10.
-    admin = ["admin"]             # users allowed to PURGE BINARY LOGS
-    heartbeat_period = 0          # seconds; used when a client does not set @master_heartbeat_period
-    poll_interval = 0.05          # seconds between size checks of a growing file
-    write_buffer = 4194304        # bytes buffered per connection before waiting for the client
-    binlog_row_metadata = "FULL"  # what SHOW VARIABLES reports (pmr names columns only with FULL)
-    gtid_mode = "OFF"
-
-    [users]                       # or serve.users; name = "password" or name = "*<41-char hash>"
-    repl = "replpw"
+Config files are read by ``gbinlog`` (the ``[server]``/``[output]`` tables of ``gbinlog run``'s config,
+``gbinlog/endpoint_config.py``), which builds this; tests and the live runner build it directly.
+``users`` maps a name to a plain password (hashed at once), ``*HEX`` (mysql_native_password) or
+``$A$005$…`` (caching_sha2_password); the plain text is never kept (``credentials()``).
 """
 
 from __future__ import annotations
 
-import os
-import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from dumper.server.protocol import native_password_hash
+from dumper.server.auth import PLUGINS, AuthConfigError, Credential
 
 DEFAULT_VERSION = "5.7.44-log"
 
@@ -53,6 +38,24 @@ class ServerConfig:
     gtid_mode: str = "OFF"
     handshake_timeout: float = 10.0
     base: str | None = None            # binlog base name; default: from the directory's *.index
+    # Auth and TLS (auth.py, tls.py): users' plugins (name -> plugin; default: what the stored hash
+    # says, else mysql_native_password), a certificate pair, made self-signed when tls_generate.
+    user_plugins: dict[str, str] = field(default_factory=dict)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_generate: bool = False
+    require_secure_transport: bool = False
+    # Limits (MySQL's names and errors; limits.py).
+    max_connections: int = 151
+    max_allowed_packet: int = 16 << 20
+    net_read_timeout: float = 30.0     # a packet started must be complete within this
+    wait_timeout: float = 28800.0      # an idle logged-in session (not a dump) is closed after this
+    query_workers: int = 1             # queries answered by at most this many threads at once
+    # Retention (retention.py): 0 = off. The newest file and files a connected replica reads stay.
+    expire_logs_seconds: float = 0.0
+    max_total_size: int = 0
+    retention_interval: float = 10.0
+    stats_interval: float = 1.0        # per-replica figures (replicas.py) are sampled this often
 
     def __post_init__(self) -> None:
         self.dir = Path(self.dir)
@@ -73,61 +76,34 @@ class ServerConfig:
             raise ConfigError(f"version {self.version!r} must start with '5.' or '10.'")
         if not 0 < self.server_id < 1 << 32:
             raise ConfigError("server_id must be in 1..4294967295 (replicas refuse a master id of 0)")
+        for name, plugin in self.user_plugins.items():
+            if plugin not in PLUGINS:
+                raise ConfigError(f"user {name!r}: unknown auth plugin {plugin!r} (known: {', '.join(PLUGINS)})")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("tls_cert and tls_key go together")
+        if self.require_secure_transport and self.tls_cert is None:
+            raise ConfigError("require_secure_transport needs tls_cert and tls_key (or tls_generate)")
+        for name, low in (("max_connections", 1), ("max_allowed_packet", 1024), ("query_workers", 1)):
+            if getattr(self, name) < low:
+                raise ConfigError(f"{name} must be at least {low}, got {getattr(self, name)}")
+        for name in ("net_read_timeout", "wait_timeout", "retention_interval", "stats_interval"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        if self.expire_logs_seconds < 0 or self.max_total_size < 0:
+            raise ConfigError("expire_logs_seconds and max_total_size must be >= 0 (0 = off)")
+        self.credentials()
         return self
 
     @property
     def uuid(self) -> str:
         return self.server_uuid or f"00000000-0000-4000-8000-{self.server_id:012x}"
 
-    def password_hashes(self) -> dict[str, bytes]:
-        """name -> SHA1(SHA1(password)) (b"" for an empty password)."""
+    def credentials(self) -> dict[str, Credential]:
+        """name -> what the server checks a login against (hashes only; see auth.py)."""
         out = {}
-        for name, pw in self.users.items():
-            if len(pw) == 41 and pw.startswith("*"):
-                out[name] = bytes.fromhex(pw[1:])
-            else:
-                out[name] = native_password_hash(pw) if pw else b""
+        for name, secret in self.users.items():
+            try:
+                out[name] = Credential.from_config(secret, self.user_plugins.get(name))
+            except AuthConfigError as exc:
+                raise ConfigError(f"user {name!r}: {exc}") from None
         return out
-
-
-_KEYS = {"dir", "host", "port", "users", "admin", "admins", "server_id", "server_uuid", "version",
-         "heartbeat_period", "poll_interval", "write_buffer", "read_chunk", "binlog_row_metadata",
-         "gtid_mode", "handshake_timeout", "base"}
-
-
-def parse_user(text: str) -> tuple[str, str]:
-    """``NAME:PASSWORD`` (the password may contain ':'; an empty one is allowed)."""
-    name, sep, password = text.partition(":")
-    if not sep or not name:
-        raise ConfigError(f"user {text!r}: expected NAME:PASSWORD")
-    return name, password
-
-
-def load_config(path: str | os.PathLike, **overrides: object) -> ServerConfig:
-    """Read a TOML file (keys at top level or under ``[serve]``); ``overrides`` win when not None."""
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
-    section = data.get("serve", data)
-    if "users" not in section and "users" in data:
-        section = {**section, "users": data["users"]}
-    unknown = set(section) - _KEYS - {"serve"}
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
-    kwargs: dict = {k: v for k, v in section.items() if k in _KEYS and k not in ("users", "admin", "admins")}
-    users = section.get("users", {})
-    if isinstance(users, list):
-        users = dict(parse_user(u) for u in users)
-    kwargs["users"] = {str(k): str(v) for k, v in users.items()}
-    admins = section.get("admins", section.get("admin", []))
-    kwargs["admins"] = frozenset([admins] if isinstance(admins, str) else admins)
-    cfg = ServerConfig(**kwargs)
-    return apply_overrides(cfg, **overrides)
-
-
-def apply_overrides(cfg: ServerConfig, **overrides: object) -> ServerConfig:
-    changes = {k: v for k, v in overrides.items() if v is not None and v != () and v != {}}
-    if "users" in changes:
-        changes["users"] = {**cfg.users, **changes["users"]}
-    if "admins" in changes:
-        changes["admins"] = frozenset(cfg.admins) | frozenset(changes["admins"])
-    return replace(cfg, **changes)

@@ -101,6 +101,7 @@ class BinlogDump:
         self.checksum = False           # the stream's current algorithm (the FDE's)
         self.bytes_sent = 0
         self.events_sent = 0
+        self.started_at = time.time()
 
     # -- output ---------------------------------------------------------------------------------------
     def _packet(self, payload: bytes) -> bytes:

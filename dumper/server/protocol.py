@@ -1,13 +1,13 @@
 """MySQL client/server protocol, server side: packets, handshake v10, native-password auth, OK/ERR/EOF,
 text result sets (reference/replication-protocol.md §0-§1).
 
-Only what binlog clients use: no TLS, no compression, no CLIENT_DEPRECATE_EOF (classic 5-byte EOF).
+Only what binlog clients use: no compression, no CLIENT_DEPRECATE_EOF (classic 5-byte EOF). TLS and the
+auth plugins' exchanges are in ``login.py`` / ``auth.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,8 +40,8 @@ CLIENT_PLUGIN_AUTH = 0x80000
 CLIENT_CONNECT_ATTRS = 0x100000
 CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA = 0x200000
 
-# Bit 0 set as MySQL servers do (libmariadb then ignores MariaDB extended capabilities); no SSL,
-# no compression, no DEPRECATE_EOF (§0.1).
+# Bit 0 set as MySQL servers do (libmariadb then ignores MariaDB extended capabilities); SSL only
+# when TLS is configured (handshake_v10(ssl=True)); no compression, no DEPRECATE_EOF (§0.1).
 SERVER_CAPABILITIES = (
     CLIENT_LONG_PASSWORD | CLIENT_FOUND_ROWS | CLIENT_LONG_FLAG | CLIENT_CONNECT_WITH_DB
     | CLIENT_NO_SCHEMA | CLIENT_ODBC | CLIENT_IGNORE_SPACE | CLIENT_PROTOCOL_41 | CLIENT_INTERACTIVE
@@ -135,6 +135,15 @@ def err_packet(code: int, message: str, sqlstate: str = "HY000") -> bytes:
             + message.encode("utf-8", "replace")[:1000])
 
 
+def error_text(payload: bytes) -> str:
+    """``ERROR <code>: <message>`` of an ERR payload (for logs)."""
+    if payload[:1] != b"\xff" or len(payload) < 3:
+        return "?"
+    code = struct.unpack_from("<H", payload, 1)[0]
+    msg = payload[9:] if payload[3:4] == b"#" else payload[3:]
+    return f"ERROR {code}: {msg.decode('utf-8', 'replace')}"
+
+
 def eof_packet(status: int = SERVER_STATUS_AUTOCOMMIT, warnings: int = 0) -> bytes:
     return b"\xfe" + struct.pack("<HH", warnings, status)
 
@@ -177,10 +186,10 @@ def result_set(columns: Sequence[Column | str], rows: Iterable[Sequence[object]]
 
 # -- handshake and authentication ------------------------------------------------------------------
 
-def handshake_v10(version: str, connection_id: int, scramble: bytes) -> bytes:
-    """Initial handshake packet (protocol 10) offering mysql_native_password."""
+def handshake_v10(version: str, connection_id: int, scramble: bytes, *, ssl: bool = False) -> bytes:
+    """Initial handshake packet (protocol 10) offering mysql_native_password (and TLS with ``ssl``)."""
     assert len(scramble) == 20
-    caps = SERVER_CAPABILITIES
+    caps = SERVER_CAPABILITIES | (CLIENT_SSL if ssl else 0)
     return (b"\x0a" + version.encode("ascii", "replace") + b"\0"
             + struct.pack("<I", connection_id) + scramble[:8] + b"\0"
             + struct.pack("<HBHHB", caps & 0xFFFF, CHARSET_UTF8, SERVER_STATUS_AUTOCOMMIT, caps >> 16,
@@ -223,7 +232,7 @@ def parse_handshake_response(buf: bytes) -> HandshakeResponse:
     """HandshakeResponse41; older clients (no PROTOCOL_41) and SSL requests are refused."""
     if len(buf) < 32:
         if len(buf) >= 4 and struct.unpack_from("<I", buf)[0] & CLIENT_SSL:
-            raise ProtocolError("TLS is not offered by this server")
+            raise ProtocolError("TLS requested but not offered by this server (no tls_cert configured)")
         raise ProtocolError(f"handshake response of {len(buf)} bytes is too short")
     caps, max_packet, charset = struct.unpack_from("<IIB", buf)
     if not caps & CLIENT_PROTOCOL_41:
@@ -268,23 +277,11 @@ def parse_handshake_response(buf: bytes) -> HandshakeResponse:
                              db, plugin, attrs)
 
 
-def native_password_hash(password: str) -> bytes:
-    """SHA1(SHA1(password)): what mysql.user stores; the server never needs the plain password."""
-    return hashlib.sha1(hashlib.sha1(password.encode("utf-8")).digest()).digest()
+def auth_switch_request(plugin: str | bytes, scramble: bytes) -> bytes:
+    name = plugin.encode("ascii") if isinstance(plugin, str) else plugin
+    return b"\xfe" + name + b"\0" + scramble + b"\0"
 
 
-def check_native_password(stored_hash: bytes | None, scramble: bytes, response: bytes) -> bool:
-    """mysql_native_password: response = SHA1(pw) XOR SHA1(scramble + SHA1(SHA1(pw)))."""
-    if stored_hash is None:
-        return False
-    if stored_hash == b"":  # an empty password: the client sends no auth data
-        return response == b""
-    if len(response) != 20:
-        return False
-    mask = hashlib.sha1(scramble + stored_hash).digest()
-    stage1 = bytes(a ^ b for a, b in zip(response, mask, strict=True))
-    return hashlib.sha1(stage1).digest() == stored_hash
-
-
-def auth_switch_request(scramble: bytes) -> bytes:
-    return b"\xfe" + NATIVE_PLUGIN + b"\0" + scramble + b"\0"
+def wants_ssl(payload: bytes) -> bool:
+    """An SSLRequest: the 32-byte start of a HandshakeResponse41 with CLIENT_SSL set."""
+    return len(payload) >= 4 and bool(struct.unpack_from("<I", payload)[0] & CLIENT_SSL)

@@ -2,22 +2,33 @@
 
 ``SET`` (user variables per connection, system variables accepted), ``SELECT`` of expressions
 (functions, ``@var``, ``@@[global.|session.]var``, literals), ``SHOW VARIABLES``, ``SHOW MASTER STATUS``,
-``SHOW BINARY LOGS``, ``SHOW BINLOG EVENTS``, ``SHOW SLAVE HOSTS``, ``PURGE BINARY LOGS``. Anything
-else is ERR 1064, an unknown ``@@var`` ERR 1193.
+``SHOW BINARY LOGS``, ``SHOW BINLOG EVENTS``, ``SHOW SLAVE HOSTS``, ``PURGE BINARY LOGS``; the logical
+schema: ``SHOW DATABASES/TABLES/CREATE TABLE/COLUMNS/INDEX…`` and ``DESC`` (``show_schema``), ``SELECT …
+FROM information_schema.*`` (``infoschema``); the session statements drivers send on connect (``USE``,
+``SET NAMES``, ``SET [SESSION] TRANSACTION …``, ``START TRANSACTION``, ``COMMIT``…). A statement that
+would change data is ERR 1290 naming it (read-only). Anything else is ERR 1064, an unknown ``@@var``
+ERR 1193.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from dumper.gtid import GtidError, format_gtid_set, is_subset, parse_gtid_set, subtract
 from dumper.server import protocol as p
 from dumper.server.binlogdir import BinlogDirError
+from dumper.server.catalog import CachedCatalog, Catalog
+from dumper.server.gtid_dump import GtidFiles
+from dumper.server.infoschema import INT_COLUMNS, InfoSchemaCache, InfoSchemaError
+from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
+from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword, filter_rows
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer
@@ -48,10 +59,47 @@ class Session:
     user_vars: dict[str, object] = field(default_factory=dict)
     autocommit: bool = True
     slave: dict | None = None          # COM_REGISTER_SLAVE fields
+    db: str | None = None              # USE / COM_INIT_DB / the handshake's database
+    statements: dict = field(default_factory=dict)   # prepared statements by id (``prepared``)
+    next_statement: int = 1
 
     @property
     def status(self) -> int:
         return p.SERVER_STATUS_AUTOCOMMIT if self.autocommit else 0
+
+    def reset(self) -> None:
+        """COM_RESET_CONNECTION: user variables, autocommit and prepared statements as at login."""
+        self.user_vars.clear()
+        self.autocommit = True
+        self.statements.clear()
+
+
+class ResultSet(list):
+    """The payloads of a text result set, with its columns and rows kept for the binary protocol
+    (a prepared statement's EXECUTE re-renders the rows)."""
+
+    def __init__(self, columns: list, rows: Iterable[Sequence[object]], status: int) -> None:
+        self.columns = [c if isinstance(c, p.Column) else p.Column(c) for c in columns]
+        self.rows = [list(r) for r in rows]
+        super().__init__(p.result_set(self.columns, self.rows, status))
+
+
+# Statements that change data or server state: refused, naming the statement (ER_OPTION_PREVENTS_STATEMENT).
+READ_ONLY_REFUSED = frozenset({
+    "insert", "update", "delete", "replace", "create", "drop", "alter", "truncate", "rename", "grant",
+    "revoke", "load", "call", "handler", "lock", "flush", "optimize", "analyze", "repair", "check",
+    "install", "uninstall", "import", "kill", "reset", "change", "stop", "xa", "savepoint", "release",
+    "do", "cache", "shutdown", "restart", "clone", "prepare", "execute", "deallocate"})
+ER_OPTION_PREVENTS_STATEMENT = 1290
+
+
+def read_only_error(words: list[str]) -> QueryError:
+    statement = " ".join(words[:2] if words[0] in ("create", "drop", "alter", "lock", "flush", "load",
+                                                   "reset", "change", "stop") else words[:1]).upper()
+    return QueryError(ER_OPTION_PREVENTS_STATEMENT,
+                      f"{statement} is refused: gbinlog is read-only (the global binlog is written only by "
+                      f"its pipeline); the MySQL server is running with the --read-only option so it cannot "
+                      f"execute this statement")
 
 
 # -- lexing ------------------------------------------------------------------------------------------
@@ -101,9 +149,14 @@ def tokenize(sql: str) -> list[tuple[str, str]]:
 
 def system_variables(server: BinlogServer) -> dict[str, object]:
     cfg = server.config
+    # GTIDs answer what the files hold (dumper.gtid): ON with the sid of their GTID events.
+    gtids = server.queries.gtid_files
+    files = server.bdir.files()
+    gtid_uuid = gtids.server_uuid(files)
+    gtid_mode = "ON" if gtid_uuid else cfg.gtid_mode
     return {
         "server_id": cfg.server_id,
-        "server_uuid": cfg.uuid,
+        "server_uuid": gtid_uuid or cfg.uuid,
         "version": cfg.version,
         "version_comment": "gbinlog replication endpoint",
         "binlog_checksum": server.bdir.checksum_name(),
@@ -111,10 +164,10 @@ def system_variables(server: BinlogServer) -> dict[str, object]:
         "binlog_format": "ROW",
         "binlog_row_image": "FULL",
         "binlog_row_metadata": cfg.binlog_row_metadata,
-        "gtid_mode": cfg.gtid_mode,
-        "enforce_gtid_consistency": "OFF",
-        "gtid_executed": "",
-        "gtid_purged": "",
+        "gtid_mode": gtid_mode,
+        "enforce_gtid_consistency": gtid_mode,
+        "gtid_executed": gtids.text(files, "executed"),
+        "gtid_purged": gtids.text(files, "purged"),
         "gtid_binlog_pos": "",
         "gtid_current_pos": "",
         "gtid_domain_id": 0,
@@ -135,6 +188,7 @@ def system_variables(server: BinlogServer) -> dict[str, object]:
         "character_set_connection": "utf8mb4",
         "character_set_results": "utf8mb4",
         "lower_case_table_names": 0,
+        "lower_case_file_system": "OFF",
         "sql_mode": "",
         "time_zone": "SYSTEM",
         "system_time_zone": "UTC",
@@ -165,14 +219,44 @@ class QueryHandler:
 
     def __init__(self, server: BinlogServer) -> None:
         self.server = server
+        self._catalog = CachedCatalog(server.bdir.path)
+        self._info = InfoSchemaCache()
+        self.show_schema = ShowSchema(self)
+        self.prepared = PreparedStatements(self)
+        self.gtid_files = GtidFiles(server.bdir.path)
 
     def handle(self, session: Session, sql: str) -> list[bytes]:
         try:
             return self._dispatch(session, sql)
-        except QueryError as exc:
+        except (QueryError, ShowError, InfoSchemaError) as exc:
             return [p.err_packet(exc.code, exc.message, exc.sqlstate)]
         except (OSError, BinlogDirError) as exc:  # e.g. a file the index lists is gone
             return [p.err_packet(1105, f"Unknown error: {exc}")]
+
+    # -- helpers for the statement modules ------------------------------------------------------------
+    def catalog(self) -> Catalog:
+        return self._catalog.get(self.server.bdir.files())
+
+    @staticmethod
+    def result(columns: list[p.Column], rows: list[list], session: Session) -> ResultSet:
+        return ResultSet(columns, rows, session.status)
+
+    unquote = staticmethod(lambda text: _unquote(text))
+    parse_error = staticmethod(lambda sql: parse_error(sql))
+
+    def init_db(self, session: Session, name: bytes) -> list[bytes]:
+        """COM_INIT_DB."""
+        try:
+            self.use(session, name.decode("utf-8", "replace"))
+        except QueryError as exc:
+            return [p.err_packet(exc.code, exc.message, exc.sqlstate)]
+        return [p.ok_packet(status=session.status)]
+
+    def use(self, session: Session, db: str) -> None:
+        """USE / COM_INIT_DB: a logical database of the catalog or information_schema."""
+        if db.lower() != "information_schema" and self.catalog().database(db) is None:
+            raise QueryError(1049, f"Unknown database '{db}'", "42000")
+        session.db = db
 
     def _dispatch(self, session: Session, sql: str) -> list[bytes]:
         toks = tokenize(sql)
@@ -181,17 +265,48 @@ class QueryHandler:
         words = [v.lower() if k == "ident" else v for k, v in toks]
         head = words[0]
         if head == "set":
+            if "transaction" in words[1:3]:  # SET [SESSION|GLOBAL] TRANSACTION ISOLATION LEVEL …/READ ONLY
+                return [p.ok_packet(status=session.status)]
             self._set(session, toks[1:], sql)
             return [p.ok_packet(status=session.status)]
         if head == "select":
+            if _reads_tables(words):
+                return self._select_from(session, sql)
             return self._select(session, toks[1:], sql)
         if head == "show":
             return self._show(session, toks[1:], words[1:], sql)
+        if head in ("desc", "describe", "explain") and len(toks) > 1 and words[1] != "select":
+            return self._describe(session, toks[1:], sql)
         if head == "purge":
             return self._purge(session, toks[1:], words[1:], sql)
-        if head in ("use", "commit", "rollback", "begin") or words[:2] == ["start", "transaction"]:
+        if head == "use":
+            if len(toks) != 2:
+                raise parse_error(sql)
+            self.use(session, _strip_ident(toks[1][1]))
             return [p.ok_packet(status=session.status)]
+        if head in ("commit", "rollback", "begin") or words[:2] in (["start", "transaction"], ["unlock", "tables"]):
+            return [p.ok_packet(status=session.status)]
+        if head in READ_ONLY_REFUSED or head == "start":
+            raise read_only_error(words)
         raise parse_error(sql)
+
+    def _select_from(self, session: Session, sql: str) -> list[bytes]:
+        """A SELECT that reads tables: information_schema only (``infoschema``)."""
+        info = self._info.get(self.catalog())
+        names, rows = info.query(sql, session.db)
+        types = []
+        for i, name in enumerate(names):
+            values = [r[i] for r in rows if r[i] is not None]
+            numeric = name.upper() in INT_COLUMNS or (values and all(isinstance(v, int) for v in values))
+            types.append(p.TYPE_LONGLONG if numeric else p.TYPE_VAR_STRING)
+        return self.result([p.Column(n, t) for n, t in zip(names, types, strict=True)], rows, session)
+
+    def _describe(self, session: Session, toks: list, sql: str) -> list[bytes]:
+        db, name, rest = self.show_schema._table_ref(toks, sql)
+        if rest and not (len(rest) == 1 and rest[0][0] in ("ident", "str")):
+            raise parse_error(sql)
+        like = [("ident", "like"), ("str", "'" + _strip_ident(rest[0][1]).replace("'", "''") + "'")] if rest else []
+        return self.show_schema.describe(session, db, name, False, like, sql)
 
     # -- expressions ----------------------------------------------------------------------------------
     def _sysvar(self, session: Session, token: str) -> object:
@@ -207,8 +322,10 @@ class QueryHandler:
             raise QueryError(p.ER_UNKNOWN_SYSTEM_VARIABLE, f"Unknown system variable '{name}'")
         return value
 
-    def _expr(self, session: Session, toks: list[tuple[str, str]], i: int, sql: str) -> tuple[object, int]:
-        """Evaluate the expression at ``toks[i]``; returns (value, index after it)."""
+    def _expr(self, session: Session, toks: list[tuple[str, str]], i: int, sql: str,
+              bare_word_ok: bool = False) -> tuple[object, int]:
+        """Evaluate the expression at ``toks[i]``; returns (value, index after it). ``bare_word_ok``:
+        a lone identifier is its own text (SET values)."""
         if i >= len(toks):
             raise parse_error(sql)
         kind, text = toks[i]
@@ -237,13 +354,30 @@ class QueryHandler:
                     j += 1
                 if depth:
                     raise parse_error(sql)
+                if low in _ARG_FUNCTIONS:
+                    args = self._arguments(session, toks[i + 2:j - 1], sql)
+                    return _ARG_FUNCTIONS[low](args), j
                 fn = _FUNCTIONS.get(low)
                 if fn is None:
                     raise QueryError(1305, f"FUNCTION {text} does not exist", "42000")
                 return fn(self.server, session), j
             if low in ("current_user", "current_timestamp"):
                 return _FUNCTIONS[low](self.server, session), i + 1
+            if bare_word_ok and i + 1 == len(toks) or bare_word_ok and toks[i + 1] == ("op", ","):
+                return _strip_ident(text), i + 1  # SET x = ON / OFF / DEFAULT / utf8mb4
         raise parse_error(sql)
+
+    def _arguments(self, session: Session, toks: list[tuple[str, str]], sql: str) -> list[object]:
+        args = []
+        i = 0
+        while i < len(toks):
+            value, i = self._expr(session, toks, i, sql)
+            args.append(value)
+            if i < len(toks):
+                if toks[i] != ("op", ","):
+                    raise parse_error(sql)
+                i += 1
+        return args
 
     # -- SET ------------------------------------------------------------------------------------------
     def _set(self, session: Session, toks: list[tuple[str, str]], sql: str) -> None:
@@ -263,7 +397,7 @@ class QueryHandler:
                 if kind not in ("uservar", "sysvar", "ident") or i + 1 >= len(toks) \
                         or toks[i + 1] not in (("op", "="), ("op", ":=")):
                     raise parse_error(sql)
-                value, i = self._expr(session, toks, i + 2, sql)
+                value, i = self._expr(session, toks, i + 2, sql, bare_word_ok=True)
                 assignments.append((text if kind != "ident" else "@@" + text, value))
             if i < len(toks):
                 if toks[i] != ("op", ","):
@@ -311,7 +445,7 @@ class QueryHandler:
             values.append(value)
         del i
         rows = [values] if limit is None or limit > 0 else []
-        return p.result_set(columns, rows, session.status)
+        return ResultSet(columns, rows, session.status)
 
     # -- SHOW -----------------------------------------------------------------------------------------
     def _show(self, session: Session, toks, words: list[str], sql: str) -> list[bytes]:
@@ -326,10 +460,11 @@ class QueryHandler:
             files = server.bdir.files()
             rows = []
             if files:
-                rows = [[files[-1], server.bdir.size(files[-1]), "", "", ""]]
+                rows = [[files[-1], server.bdir.size(files[-1]), "", "",
+                         self.gtid_files.text(files, "executed")]]
             cols = [p.Column("File"), p.Column("Position", p.TYPE_LONGLONG), p.Column("Binlog_Do_DB"),
                     p.Column("Binlog_Ignore_DB"), p.Column("Executed_Gtid_Set")]
-            return p.result_set(cols, rows, session.status)
+            return ResultSet(cols, rows, session.status)
         if w in (["binary", "logs"], ["master", "logs"]):
             rows = []
             for name in server.bdir.files():
@@ -337,7 +472,7 @@ class QueryHandler:
                     rows.append([name, server.bdir.size(name)])
                 except FileNotFoundError:
                     continue
-            return p.result_set([p.Column("Log_name"), p.Column("File_size", p.TYPE_LONGLONG)], rows,
+            return ResultSet([p.Column("Log_name"), p.Column("File_size", p.TYPE_LONGLONG)], rows,
                                 session.status)
         if w[:2] == ["binlog", "events"]:
             return self._show_binlog_events(session, toks[2:], sql)
@@ -350,10 +485,13 @@ class QueryHandler:
                 if s.slave is not None:
                     rows.append([s.slave["server_id"], s.slave["host"], s.slave["port"],
                                  self.server.config.server_id, str(s.user_vars.get("slave_uuid") or "")])
-            return p.result_set(cols, rows, session.status)
-        if w in (["warnings"], ["errors"]):
-            return p.result_set([p.Column("Level"), p.Column("Code", p.TYPE_LONGLONG), p.Column("Message")],
+            return ResultSet(cols, rows, session.status)
+        if w in (["warnings"], ["errors"]) or w[:2] in (["warnings", "limit"], ["errors", "limit"]):
+            return ResultSet([p.Column("Level"), p.Column("Code", p.TYPE_LONGLONG), p.Column("Message")],
                                 [], session.status)
+        answer = self.show_schema.answer(session, w, toks, sql)
+        if answer is not None:
+            return answer
         raise parse_error(sql)
 
     def _show_variables(self, session: Session, toks, words: list[str], sql: str) -> list[bytes]:
@@ -364,16 +502,15 @@ class QueryHandler:
             if words[0] == "like" and len(toks) == 2 and toks[1][0] == "str":
                 rx = _like(_unquote(toks[1][1]))
                 match = lambda name: bool(rx.match(name))  # noqa: E731
-            elif words[0] == "where" and len(toks) == 4 and words[1] == "variable_name" \
-                    and toks[3][0] == "str" and words[2] in ("=", "like"):
-                rx = _like(_unquote(toks[3][1])) if words[2] == "like" else None
-                wanted = _unquote(toks[3][1]).lower()
-                match = (lambda name: bool(rx.match(name))) if rx else (lambda name: name == wanted)
+            elif words[0] == "where":
+                rows = [[name, "" if value is None else str(value)] for name, value in sorted(variables.items())]
+                cols = [p.Column("Variable_name"), p.Column("Value")]
+                return ResultSet(cols, filter_rows(cols, rows, _after_where(sql)), session.status)
             else:
                 raise parse_error(sql)
         rows = [[name, "" if value is None else str(value)] for name, value in sorted(variables.items())
                 if match(name)]
-        return p.result_set(["Variable_name", "Value"], rows, session.status)
+        return ResultSet(["Variable_name", "Value"], rows, session.status)
 
     def _show_binlog_events(self, session: Session, toks, sql: str) -> list[bytes]:
         name = None
@@ -400,7 +537,7 @@ class QueryHandler:
         files = self.server.bdir.files()
         if name is None:
             if not files:
-                return p.result_set(_EVENT_COLUMNS, [], session.status)
+                return ResultSet(_EVENT_COLUMNS, [], session.status)
             name = files[0]
         if name not in files:
             raise QueryError(1220, "Error when executing command SHOW BINLOG EVENTS: "
@@ -409,7 +546,7 @@ class QueryHandler:
             rows = show_binlog_events(self.server.bdir.file_path(name), name, start, offset, count)
         except ShowEventsError as exc:
             raise QueryError(1220, f"Error when executing command SHOW BINLOG EVENTS: {exc}") from None
-        return p.result_set(_EVENT_COLUMNS, rows, session.status)
+        return ResultSet(_EVENT_COLUMNS, rows, session.status)
 
     # -- PURGE ----------------------------------------------------------------------------------------
     def _purge(self, session: Session, toks, words: list[str], sql: str) -> list[bytes]:
@@ -458,6 +595,18 @@ _EVENT_COLUMNS = [p.Column("Log_name"), p.Column("Pos", p.TYPE_LONGLONG), p.Colu
                   p.Column("Info")]
 
 
+def _after_where(sql: str) -> str:
+    return _after_keyword(sql, "where")
+
+
+def _reads_tables(words: list[str]) -> bool:
+    """A SELECT with a FROM other than DUAL (the tokens are outside quotes)."""
+    for i, word in enumerate(words):
+        if word == "from" and i + 1 < len(words) and words[i + 1] != "dual":
+            return True
+    return False
+
+
 def _strip_ident(text: str) -> str:
     if text[:1] in "`'\"":
         return _unquote(text) if text[0] != "`" else text[1:-1]
@@ -494,14 +643,36 @@ def _split_items(body: str) -> list[str]:
 _FUNCTIONS: dict[str, Callable[[BinlogServer, Session], object]] = {
     "unix_timestamp": lambda s, sess: int(time.time()),
     "version": lambda s, sess: s.config.version,
-    "database": lambda s, sess: None,
-    "schema": lambda s, sess: None,
+    "database": lambda s, sess: sess.db,
+    "schema": lambda s, sess: sess.db,
     "user": lambda s, sess: f"{sess.user}@{sess.host}",
     "current_user": lambda s, sess: f"{sess.user}@%",
     "connection_id": lambda s, sess: sess.conn_id,
     "now": lambda s, sess: datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
     "current_timestamp": lambda s, sess: datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
     "last_insert_id": lambda s, sess: 0,
+    "uuid": lambda s, sess: str(uuid.uuid4()),
     # MariaDB replicas ask for the GTID of a position; there are no GTIDs here: NULL (§2.1 step 8b).
     "binlog_gtid_pos": lambda s, sess: None,
 }
+
+
+def _gtid_function(name: str, arity: int, fn: Callable[..., object]) -> Callable[[list[object]], object]:
+    def call(args: list[object]) -> object:
+        if len(args) != arity:
+            raise QueryError(1582, f"Incorrect parameter count in the call to native function '{name}'", "42000")
+        if any(a is None for a in args):
+            return None
+        try:
+            return fn(*(parse_gtid_set(str(a)) for a in args))
+        except GtidError as exc:
+            raise QueryError(1772, str(exc).replace("malformed", "Malformed")) from None
+    return call
+
+
+# Functions that take arguments (Debezium asks GTID_SUBTRACT of the server).
+_ARG_FUNCTIONS: dict[str, Callable[[list[object]], object]] = {
+    "gtid_subtract": _gtid_function("GTID_SUBTRACT", 2, lambda a, b: format_gtid_set(subtract(a, b))),
+    "gtid_subset": _gtid_function("GTID_SUBSET", 2, lambda a, b: int(is_subset(a, b))),
+}
+

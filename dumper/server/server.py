@@ -9,19 +9,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
+import os
 import re
+import ssl
 import struct
+import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from dumper.server import limits, retention
 from dumper.server import protocol as p
+from dumper.server.auth import CACHING_SHA2, RsaKeys
 from dumper.server.binlogdir import BinlogDir
-from dumper.server.config import ServerConfig
+from dumper.server.config import ConfigError, ServerConfig
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+from dumper.server.gtid_dump import dump_gtid_request
+from dumper.server.login import login, session_log
+from dumper.server.prepared import STMT_COMMANDS
 from dumper.server.queries import QueryHandler, Session
+from dumper.server.replicas import ReplicaStats
+from dumper.server.tls import TlsError, server_context
 
 log = logging.getLogger("gbinlog.serve")
 
@@ -37,18 +47,33 @@ COM_SET_OPTION = 0x1B
 COM_BINLOG_DUMP_GTID = 0x1E
 COM_RESET_CONNECTION = 0x1F
 
-_SCRAMBLE_CHARS = bytes(range(33, 127))
 _SLOW_QUERY = re.compile(r"\s*show\s+binlog\s+events\b", re.I)
+_PURGE = re.compile(r"\s*purge\b", re.I)
+# Queries up to this size are answered on the event loop (microseconds); longer ones, and SHOW BINLOG
+# EVENTS (reads a file), by the bounded worker threads, so no session's query stalls another's.
+_INLINE_QUERY = 4096
+_SWITCH_INTERVAL = 0.0005
+
+
+def _lower_priority() -> None:
+    """Query workers run at a lower OS priority than the event loop (Linux: per-thread nice), so a
+    busy worker does not take a CPU the loop needs for logins and dumps."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (OSError, AttributeError):
+        pass
 
 
 class _Connection:
-    __slots__ = ("session", "writer", "dump", "seq")
+    __slots__ = ("session", "writer", "dump", "seq", "secure", "peer_port")
 
-    def __init__(self, session: Session, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, session: Session, writer: asyncio.StreamWriter, peer_port: int = 0) -> None:
         self.session = session
         self.writer = writer
         self.dump: BinlogDump | None = None
         self.seq = 0
+        self.secure = False
+        self.peer_port = peer_port
 
     def send(self, payloads: list[bytes]) -> None:
         out = []
@@ -65,7 +90,20 @@ class BinlogServer:
         self.config = config.validate()
         self.bdir = BinlogDir(config.dir, config.base)
         self.queries = QueryHandler(self)
-        self._hashes = config.password_hashes()
+        self.credentials = config.credentials()
+        self.sha2_cache: dict[str, bytes] = {}   # caching_sha2 fast auth: user -> SHA256(SHA256(pw))
+        self._rsa: RsaKeys | None = None
+        self.tls_context: ssl.SSLContext | None = None
+        if config.tls_cert is not None and config.tls_key is not None:
+            try:
+                self.tls_context = server_context(Path(config.tls_cert), Path(config.tls_key),
+                                                  generate=config.tls_generate, hosts=(config.host,))
+            except TlsError as exc:
+                raise ConfigError(str(exc)) from None
+        self._query_pool: ThreadPoolExecutor | None = None
+        self._open = 0                            # connections accepted and not yet closed
+        self._background: set[asyncio.Future] = set()   # retention, replica figures
+        self.stats = ReplicaStats(self, config.stats_interval)
         self._conns: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._next_id = 1
@@ -78,10 +116,21 @@ class BinlogServer:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
+        self._query_pool = ThreadPoolExecutor(self.config.query_workers, thread_name_prefix="gbinlog-query",
+                                              initializer=_lower_priority)
+        # The loop thread waits for the GIL at each wake-up while query workers compute: a short
+        # switch interval (CPython's default is 5 ms) keeps those waits, and so logins and dump
+        # heartbeats, short (measured in tests/test_server_limits.py).
+        sys.setswitchinterval(min(sys.getswitchinterval(), _SWITCH_INTERVAL))
+        if any(c.plugin == CACHING_SHA2 for c in self.credentials.values()):
+            self._rsa = await asyncio.to_thread(RsaKeys)
         self._server = await asyncio.start_server(self._on_connect, self.config.host, self.config.port,
                                                   reuse_address=True, backlog=256)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("serving %s on %s:%d", self.config.dir, self.config.host, self.port)
+        if retention.enabled(self):
+            self._background.add(asyncio.ensure_future(retention.retention_task(self)))
+        self._background.add(asyncio.ensure_future(self.stats.run()))
 
     async def serve_forever(self) -> None:
         assert self._server is not None
@@ -90,6 +139,10 @@ class BinlogServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background.clear()
         # A connection accepted just now has its task created but not yet started (so not yet in
         # _tasks): let it start, then cancel everything.
         await asyncio.sleep(0)
@@ -101,8 +154,15 @@ class BinlogServer:
             self._tasks.difference_update(tasks)
         if self._server is not None:
             await self._server.wait_closed()
+        if self._query_pool is not None:
+            self._query_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- shared state ---------------------------------------------------------------------------------
+    def rsa_keys(self) -> RsaKeys:
+        if self._rsa is None:
+            self._rsa = RsaKeys()
+        return self._rsa
+
     def sessions(self) -> list[Session]:
         return [c.session for c in self._conns.values()]
 
@@ -112,6 +172,18 @@ class BinlogServer:
 
     def dumps(self) -> list[BinlogDump]:
         return [c.dump for c in self._conns.values() if c.dump is not None]
+
+    def connections(self) -> list[_Connection]:
+        return list(self._conns.values())
+
+    def replica_stats(self) -> list[dict]:
+        """Per connected replica (dump): server_id, user, host, port, tls, file, pos, bytes_sent,
+        bytes_per_s, seconds_behind_head… as of the last sample (``stats_interval``). Any thread."""
+        return list(self.stats.snapshot)
+
+    def disk_usage(self) -> tuple[int, int]:
+        """(files, bytes) of the served binlog files."""
+        return retention.disk_usage(self)
 
     def notify(self) -> None:
         """Wake dumps waiting at the end of the newest file (a writer in this process appended).
@@ -146,10 +218,14 @@ class BinlogServer:
         conn_id = self._next_id
         self._next_id += 1
         peer = writer.get_extra_info("peername") or ("?", 0)
-        conn = _Connection(Session(conn_id, str(peer[0])), writer)
+        conn = _Connection(Session(conn_id, str(peer[0])), writer, int(peer[1]))
+        self._open += 1
         try:
+            if self._open > self.config.max_connections:
+                await limits.refuse_too_many(writer, str(peer[0]))
+                return
             writer.transport.set_write_buffer_limits(high=self.config.write_buffer)
-            ok = await asyncio.wait_for(self._handshake(conn, reader), self.config.handshake_timeout)
+            ok = await asyncio.wait_for(login(self, conn, reader), self.config.handshake_timeout)
             if ok:
                 self._conns[conn_id] = conn
                 await self._commands(conn, reader)
@@ -160,6 +236,7 @@ class BinlogServer:
         except Exception:  # a bug must not take the server down: log it, drop this client only
             log.exception("connection %d failed", conn_id)
         finally:
+            self._open -= 1
             self._conns.pop(conn_id, None)
             self._tasks.discard(task)
             writer.close()
@@ -168,38 +245,22 @@ class BinlogServer:
             except (Exception, asyncio.CancelledError):
                 pass
 
-    async def _handshake(self, conn: _Connection, reader: asyncio.StreamReader) -> bool:
-        scramble = bytes(random.choice(_SCRAMBLE_CHARS) for _ in range(20))
-        conn.send([p.handshake_v10(self.config.version, conn.session.conn_id, scramble)])
-        payload, seq = await p.read_packet(reader, limit=64 << 10)
-        conn.seq = (seq + 1) & 0xFF
-        resp = p.parse_handshake_response(payload)
-        auth = resp.auth
-        if resp.plugin not in (None, "", p.NATIVE_PLUGIN.decode()):
-            # e.g. a MySQL 8 client starting with caching_sha2_password: switch it to native.
-            conn.send([p.auth_switch_request(scramble)])
-            await conn.writer.drain()
-            auth, seq = await p.read_packet(reader, limit=1024)
-            conn.seq = (seq + 1) & 0xFF
-        user = resp.user
-        stored = self._hashes.get(user) if user else None
-        if not p.check_native_password(stored, scramble, auth):
-            using = "YES" if auth else "NO"
-            conn.send([p.err_packet(p.ER_ACCESS_DENIED, f"Access denied for user '{user}'@'"
-                                    f"{conn.session.host}' (using password: {using})", "28000")])
-            await conn.writer.drain()
-            log.info("connection %d: access denied for %r", conn.session.conn_id, user)
-            return False
-        conn.session.user = user
-        conn.session.admin = user in self.config.admins
-        conn.send([p.ok_packet(status=conn.session.status)])
-        await conn.writer.drain()
-        return True
-
     async def _commands(self, conn: _Connection, reader: asyncio.StreamReader) -> None:
         session = conn.session
+        cfg = self.config
         while True:
-            payload, seq = await p.read_packet(reader)
+            try:
+                payload, seq = await limits.read_command(reader, max_packet=cfg.max_allowed_packet,
+                                                         idle_timeout=cfg.wait_timeout,
+                                                         read_timeout=cfg.net_read_timeout)
+            except limits.PacketTooLarge as exc:
+                conn.seq = (exc.seq + 1) & 0xFF
+                conn.send([p.err_packet(p.ER_NET_PACKET_TOO_LARGE,
+                                        "Got a packet bigger than 'max_allowed_packet' bytes", "08S01")])
+                await conn.writer.drain()
+                session_log.info("conn=%d user=%s closed: packet of %d bytes > max_allowed_packet",
+                                 session.conn_id, session.user, exc.size)
+                return
             conn.seq = (seq + 1) & 0xFF
             if not payload:
                 raise p.ProtocolError("empty command packet")
@@ -207,17 +268,15 @@ class BinlogServer:
             if cmd == COM_QUIT:
                 return
             if cmd == COM_QUERY:
-                sql = payload[1:].decode("utf-8", "replace")
-                if _SLOW_QUERY.match(sql):
-                    # Reads a whole file: in a thread, so the dumps on this loop keep streaming.
-                    conn.send(await asyncio.to_thread(self.queries.handle, session, sql))
-                else:
-                    conn.send(self.queries.handle(session, sql))
-            elif cmd in (COM_PING, COM_INIT_DB):
+                await self._query(conn, payload)
+            elif cmd == COM_PING:
                 conn.send([p.ok_packet(status=session.status)])
+            elif cmd == COM_INIT_DB:
+                conn.send(self.queries.init_db(session, payload[1:]))
+            elif cmd in STMT_COMMANDS:
+                conn.send(self.queries.prepared.handle(session, payload))
             elif cmd == COM_RESET_CONNECTION:
-                session.user_vars.clear()
-                session.autocommit = True
+                session.reset()
                 conn.send([p.ok_packet(status=session.status)])
             elif cmd == COM_SET_OPTION:
                 conn.send([p.eof_packet(session.status)])
@@ -229,15 +288,35 @@ class BinlogServer:
                 await self._dump(conn, reader, payload[1:])
                 return  # the session ends with the dump (MariaDB's "fake COM_QUIT")
             elif cmd == COM_BINLOG_DUMP_GTID:
-                conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG,
-                                        "COM_BINLOG_DUMP_GTID is not supported: this server has no GTIDs; "
-                                        "replicate by file and position (MASTER_USE_GTID=no, "
-                                        "SOURCE_AUTO_POSITION=0)")])
-                await conn.writer.drain()
+                await self._dump(conn, reader, payload[1:], by_gtid=True)
                 return
             else:
                 conn.send([p.err_packet(p.ER_UNKNOWN_COM, f"Unknown command {cmd}", "08S01")])
             await conn.writer.drain()
+
+    async def _query(self, conn: _Connection, payload: bytes) -> None:
+        sql = payload[1:].decode("utf-8", "replace")
+        if len(payload) <= _INLINE_QUERY and not _SLOW_QUERY.match(sql):
+            answer = self.queries.handle(conn.session, sql)
+            if _PURGE.match(sql):
+                s = conn.session
+                session_log.info("%s by user=%s from=%s conn=%d: %s", " ".join(sql.split()), s.user, s.host,
+                                 s.conn_id, "ok" if answer[0][:1] == b"\0" else p.error_text(answer[0]))
+            conn.send(answer)
+            return
+        assert self._loop is not None
+        data, conn.seq = await self._loop.run_in_executor(self._query_pool, self._answer_framed, conn.session,
+                                                          sql, conn.seq)
+        conn.writer.write(data)
+
+    def _answer_framed(self, session: Session, sql: str, seq: int) -> tuple[bytes, int]:
+        """A worker thread's whole job for one long query: answer it and frame the answer (a result
+        of 500,000 columns is as many packets: framing it on the loop would stall it too)."""
+        out = []
+        for payload in self.queries.handle(session, sql):
+            data, seq = p.frame(payload, seq)
+            out.append(data)
+        return b"".join(out), seq
 
     def _register_slave(self, session: Session, body: bytes) -> bytes:
         try:
@@ -257,9 +336,13 @@ class BinlogServer:
                          "user": fields[1].decode("utf-8", "replace"), "port": port}
         return p.ok_packet(status=session.status)
 
-    async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes) -> None:
+    async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes, by_gtid: bool = False) -> None:
         try:
-            request = DumpRequest.parse(body)
+            if by_gtid:  # auto-position: the first transaction the client lacks (gtid_dump)
+                request = await asyncio.to_thread(dump_gtid_request, body, self.queries.gtid_files, self.bdir.path,
+                                                  self.bdir.files())
+            else:
+                request = DumpRequest.parse(body)
         except DumpError as exc:
             conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, str(exc))])
             await conn.writer.drain()
@@ -267,6 +350,10 @@ class BinlogServer:
         dump = BinlogDump(self, conn.session, conn.writer, request)
         dump.seq = conn.seq
         conn.dump = dump
+        s = conn.session
+        session_log.info("dump start conn=%d user=%s from=%s:%d server_id=%d at %s:%d tls=%s", s.conn_id, s.user,
+                         s.host, conn.peer_port, request.server_id, request.file, request.position,
+                         "yes" if conn.secure else "no")
         # The client sends nothing during a dump; a read returning means it closed (or quit): stop.
         dump_task = asyncio.ensure_future(dump.run())
         gone = asyncio.ensure_future(reader.read(1))
@@ -280,6 +367,9 @@ class BinlogServer:
                     t.cancel()
             await asyncio.gather(dump_task, gone, return_exceptions=True)
             conn.dump = None
+            session_log.info("dump stop conn=%d user=%s server_id=%d at %s:%d (%d events, %d bytes sent)",
+                             s.conn_id, s.user, request.server_id, dump.file, dump.position, dump.events_sent,
+                             dump.bytes_sent)
 
 
 # -- running it ---------------------------------------------------------------------------------------

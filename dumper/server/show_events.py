@@ -8,6 +8,7 @@ from binlog.constants import EventType
 from binlog.errors import BinlogError, TruncatedEvent
 from binlog.event import FormatContext
 from binlog.reader import read_events
+from dumper.gtid import uuid_of
 
 # MySQL's names (log_event.cc Log_event::get_type_str).
 TYPE_NAMES = {
@@ -49,6 +50,12 @@ def _info(ev) -> str:
         return f"table_id: {body.table_id}{stmt_end}"
     if t == EventType.ANONYMOUS_GTID:
         return "SET @@SESSION.GTID_NEXT= 'ANONYMOUS'"
+    if t == EventType.GTID:
+        return f"SET @@SESSION.GTID_NEXT= '{body.uuid}:{body.gno}'"
+    if t == EventType.PREVIOUS_GTIDS:  # MySQL's form: uuid:start-end (inclusive), several sids joined by ",\n"
+        return ",\n".join(
+            f"{uuid_of(sid)}:" + ":".join(f"{a}" if b - a == 1 else f"{a}-{b - 1}" for a, b in ranges)
+            for sid, ranges in body.sids)
     return ""
 
 

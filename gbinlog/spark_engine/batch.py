@@ -47,7 +47,8 @@ from gbinlog.spark_engine.layout import finish_files
 HISTORY_KINDS = ("ddl_mark", "physical_ddl")
 SUMMARY = pa.schema([("rng", pa.int32()), ("txns", pa.int64()), ("written", pa.int64()), ("events", pa.int64()),
                      ("size", pa.int64()), ("first_ts", pa.int64()), ("last_ts", pa.int64()),
-                     ("last_vtso", pa.string()), ("last_written_vtso", pa.string()), ("info", pa.string()),
+                     ("last_vtso", pa.string()), ("last_written_vtso", pa.string()),
+                     ("first_written_vtso", pa.string()), ("info", pa.string()),
                      ("sizes", pa.binary()), ("stamps", pa.binary()), ("seconds", pa.float64())])
 SUMMARY_DDL = ", ".join(f"{f.name} {dict(int32='int', int64='long', string='string', double='double', binary='binary')[str(f.type)]}"
                         for f in SUMMARY)
@@ -184,7 +185,7 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
     head = file_start(server_id=sid, server_version=settings.server_version, timestamp=0)
     txns = written = events = 0
     first_ts = last_ts = -1
-    last_vtso = last_written = None
+    last_vtso = last_written = first_written = None
     points: dict[str, list] = {}
     last_of: dict[str, str] = {}
     broadcasts: list[list] = []
@@ -221,6 +222,7 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
                         first_ts = lt.timestamp
                     last_ts = lt.timestamp
                     last_written = lt.vtso
+                    first_written = first_written or lt.vtso
                     if len(out) >= 1 << 22:
                         fh.write(out)
                         out.clear()
@@ -230,7 +232,8 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
     info = {"points": points, "last_of": last_of, "broadcasts": broadcasts}
     yield pa.RecordBatch.from_pylist([{
         "rng": rng, "txns": txns, "written": written, "events": events, "size": pos, "first_ts": first_ts,
-        "last_ts": last_ts, "last_vtso": last_vtso, "last_written_vtso": last_written, "info": json.dumps(info),
+        "last_ts": last_ts, "last_vtso": last_vtso, "last_written_vtso": last_written,
+        "first_written_vtso": first_written, "info": json.dumps(info),
         "sizes": pack_u32(sizes), "stamps": pack_u32(stamps), "seconds": time.perf_counter() - t0}], schema=SUMMARY)
 
 
@@ -289,7 +292,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
           server_version: str | None = None, max_file_size: int | None = None,
           heartbeat_interval: int | None = None, meta_store: str = "meta.db", on_error: str = "raise",
           master: str | None = None, conf=None, spark=None, ranges: int | None = None,
-          splits: dict[str, list] | None = None) -> BuildResult:
+          splits: dict[str, list] | None = None, gtids: bool = True) -> BuildResult:
     """``gbinlog build --engine spark``: the global binlog of ``dn_dirs`` in ``out_dir`` (a new
     directory), the same files, index, state.json and meta store the local engine writes.
 
@@ -364,7 +367,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         try:
             check_members(rows, dns)
             result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id, server_version=server_version,
-                                  max_file_size=max_file_size)
+                                  max_file_size=max_file_size, gtids=gtids)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         timings["files"] = time.perf_counter() - t0 - sum(timings.values())
@@ -373,7 +376,8 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
             spark.stop()
     write_meta_and_state(out, rows, dns, server_ids, history, result, meta_store=meta_store, on_error=on_error,
                          settings={"server_id": server_id, "server_version": server_version,
-                                   "max_file_size": max_file_size, "heartbeat_interval": heartbeat_interval})
+                                   "max_file_size": max_file_size, "heartbeat_interval": heartbeat_interval,
+                                   "gtids": gtids})
     timings["finish"] = time.perf_counter() - t0 - sum(timings.values())
     result.timings = timings
     result.ranges = n

@@ -25,13 +25,16 @@ from gbinlog.spark_engine.errors import in_task, reraise
 
 @dataclass
 class Segment:
-    """Bytes ``[rel_start, rel_end)`` of range file ``rng`` go to ``file`` at offset ``start``."""
+    """Bytes ``[rel_start, rel_end)`` of range file ``rng`` go to ``file`` at offset ``start``; with
+    GTIDs, its first transaction is ``first_gno``, the ``first_seq``-th of its file."""
 
     rng: int
     rel_start: int
     rel_end: int
     file: str
     start: int
+    first_gno: int = 0
+    first_seq: int = 0
 
 
 @dataclass
@@ -41,6 +44,7 @@ class FilePlan:
     end: int = 0                   # where the ROTATE starts (or the file ends)
     rotate_ts: int | None = None   # None: the last file, no ROTATE
     segments: list[Segment] = field(default_factory=list)
+    gno_before: int = 0            # GTIDs: transactions written before this file
 
 
 @dataclass
@@ -60,52 +64,70 @@ def unpack_u32(data: bytes) -> array:
 
 
 def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fde_len: int,
-               file_name) -> Layout:
+               file_name, gtids: bool = False) -> Layout:
     """``ranges``: ``(rng, sizes, timestamps)`` of the written transactions of each range, in range
     order (each range file starts with an FDE of ``fde_len`` bytes). The files the local writer
     makes of the same transactions: it opens a file at the first written transaction (FDE stamped
     with its timestamp), and after a transaction that takes the file to ``max_file_size`` or more
     it ends the file with ROTATE and opens the next one (FDE stamped with that transaction's
-    timestamp) at once."""
+    timestamp) at once. ``gtids``: the final files also hold a PREVIOUS_GTIDS after each FDE and a
+    GTID event before each transaction (``dumper.gtid``), which the range files lack."""
+    from dumper.gtid import GTID_EVENT_LEN, previous_gtids_len
+
     files: list[FilePlan] = []
     cur: FilePlan | None = None
     pos = 0
     last_mark = None
+    gno = seq = 0
+    extra = GTID_EVENT_LEN if gtids else 0
+
+    def head() -> int:
+        return fde_len + (previous_gtids_len(gno) if gtids else 0)
+
     for rng, sizes, stamps in ranges:
         rel = fde_len
         seg: Segment | None = None
         for size, ts in zip(sizes, stamps, strict=True):
             if cur is None:
-                cur = FilePlan(file_name(len(files) + 1), ts)
+                cur = FilePlan(file_name(len(files) + 1), ts, gno_before=gno)
                 files.append(cur)
-                pos = fde_len
+                pos = head()
+                seq = 0
             if seg is None or seg.file != cur.name:
-                seg = Segment(rng, rel, rel, cur.name, pos)
+                seg = Segment(rng, rel, rel, cur.name, pos, gno + 1, seq + 1)
                 cur.segments.append(seg)
             seg.rel_end += size
             rel += size
-            pos += size
+            pos += size + extra
+            gno += 1
+            seq += 1
             cur.end = pos
             last_mark = (cur.name, pos)
             if rotation_due(pos, max_file_size):
                 cur.rotate_ts = ts
-                cur = FilePlan(file_name(len(files) + 1), ts)
+                cur = FilePlan(file_name(len(files) + 1), ts, gno_before=gno)
                 files.append(cur)
-                pos = cur.end = fde_len
+                pos = cur.end = head()
+                seq = 0
     return Layout(files, last_mark)
 
 
-def copy_segments(src: str, out_dir: str, segments: list[tuple[int, int, str, int]]) -> int:
-    """Task: copy ``(rel_start, rel_end, file, start)`` pieces of range file ``src`` into the
-    (pre-sized) final files, relocated. Returns the bytes copied."""
+def copy_segments(src: str, out_dir: str, segments: list[tuple]) -> int:
+    """Task: copy ``(rel_start, rel_end, file, start, first_gno, first_seq, sid)`` pieces of range
+    file ``src`` into the (pre-sized) final files, relocated (and with GTID events put in when
+    ``sid``). Returns the bytes copied."""
+    from dumper.gtid import insert_gtids
+
     done = 0
     with open(src, "rb") as fh:
-        for rel_start, rel_end, name, start in segments:
+        for rel_start, rel_end, name, start, first_gno, first_seq, sid in segments:
             fh.seek(rel_start)
             buf = bytearray(fh.read(rel_end - rel_start))
             if len(buf) != rel_end - rel_start:
                 raise ValueError(f"{src}: {len(buf)} bytes at {rel_start}, expected {rel_end - rel_start}")
-            if start != rel_start:
+            if sid is not None:
+                buf = insert_gtids(buf, start, first_gno, first_seq, sid)
+            elif start != rel_start:
                 relocate(buf, start - rel_start)
             fd = os.open(Path(out_dir, name), os.O_WRONLY)
             try:
@@ -117,31 +139,37 @@ def copy_segments(src: str, out_dir: str, segments: list[tuple[int, int, str, in
 
 
 def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, server_id: int, server_version: str,
-                 max_file_size: int):
+                 max_file_size: int, gtids: bool = False):
     """Range files → the local engine's ``binlog.NNNNNN`` (``layout``): the driver plans the files
     and writes each FDE and ROTATE; a range already in place is renamed, the others are copied to
     their offsets by tasks (in parallel); then fsync, ``binlog.index``. Fills ``result`` (a
     ``BuildResult``)."""
     from dumper.global_binlog import BASE, file_name, file_start, rotate_event, write_index
+    from dumper.gtid import GTID_EVENT_LEN, cluster_identity, gtid_uuid, sid_of
 
     fde_len = len(file_start(server_id=server_id, server_version=server_version))
     layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows],
-                        max_file_size=max_file_size, fde_len=fde_len, file_name=file_name)
+                        max_file_size=max_file_size, fde_len=fde_len, file_name=file_name, gtids=gtids)
+    first = next((r["first_written_vtso"] for r in rows if r["written"]), None)
+    sid = sid_of(gtid_uuid(cluster_identity(first))) if gtids and first else None
     result.range_seconds = [r["seconds"] for r in rows]
     size_of = {r["rng"]: r["size"] for r in rows}
     jobs: dict[int, list] = {}
     for f in layout.files:
         path = out / f.name
         segs = f.segments
-        if len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len and segs[0].rel_end == size_of[segs[0].rng]:
+        if sid is None and len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len \
+                and segs[0].rel_end == size_of[segs[0].rng]:
             os.replace(tmp / f"range-{segs[0].rng:05d}", path)   # already where it belongs
         else:
             with open(path, "wb") as fh:
                 fh.truncate(f.end)
             for sg in segs:
-                jobs.setdefault(sg.rng, []).append((sg.rel_start, sg.rel_end, sg.file, sg.start))
+                jobs.setdefault(sg.rng, []).append((sg.rel_start, sg.rel_end, sg.file, sg.start, sg.first_gno,
+                                                    sg.first_seq, sid))
         with open(path, "r+b") as fh:
-            fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts))
+            fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts,
+                                previous_gtids=(sid, f.gno_before) if gtids else None))
             if f.rotate_ts is not None:
                 fh.seek(f.end)
                 fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts, server_id=server_id))
@@ -162,8 +190,8 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
     write_index(out, result.files, BASE)
     result.txns = sum(r["txns"] for r in rows)
     result.written = sum(r["written"] for r in rows)
-    result.events = sum(r["events"] for r in rows)
-    result.bytes = sum(sum(unpack_u32(r["sizes"])) for r in rows)
+    result.events = sum(r["events"] for r in rows) + (result.written if gtids else 0)
+    result.bytes = sum(sum(unpack_u32(r["sizes"])) for r in rows) + (result.written * GTID_EVENT_LEN if gtids else 0)
     result.last_vtso = next((r["last_vtso"] for r in reversed(rows) if r["last_vtso"]), None)
     result.last_mark = layout.last_mark
     result.range_sizes = [r["sizes"] for r in rows]

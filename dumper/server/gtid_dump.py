@@ -1,0 +1,169 @@
+"""GTIDs at the endpoint: the executed / purged sets of the served files and COM_BINLOG_DUMP_GTID.
+
+``GtidFiles`` answers ``@@gtid_executed`` (the sid of the files and ``1-<last gno>``),
+``@@gtid_purged`` (everything before the first file still listed: its PREVIOUS_GTIDS, so PURGE moves
+it) and ``@@server_uuid``; it scans only the newest file, incrementally. ``dump_gtid_request`` turns a
+COM_BINLOG_DUMP_GTID into the ``DumpRequest`` of the first transaction the client lacks: its gno is
+the first one missing from the client's set for our sid, found by binary search over the files'
+PREVIOUS_GTIDS (``dumper.gtid.locate_gno``), not a scan of everything. A client whose set has gaps is
+served from the first missing transaction (a MySQL replica skips what it already executed). A set
+naming transactions we never wrote, or missing purged ones, gets ERR 1236 with MySQL's text.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from pathlib import Path
+
+from dumper.gtid import (
+    GTID,
+    PREVIOUS_GTIDS,
+    GtidError,
+    GtidSet,
+    _events,
+    decode_sid_block,
+    format_gtid_set,
+    locate_gno,
+    previous_gtids_of,
+    subtract,
+    uuid_of,
+)
+from dumper.server.dump import DumpError, DumpRequest
+
+_HEAD = struct.Struct("<HII")   # flags, server_id, name length
+FDE, ROWS_QUERY = 15, 29
+
+# MySQL 8.0's texts (ER_SOURCE_HAS_PURGED_REQUIRED_GTIDS / ER_REPLICA_HAS_MORE_GTIDS_THAN_SOURCE)
+PURGED_TEXT = ("Cannot replicate because the source purged required binary logs. Replicate the missing transactions "
+               "from elsewhere, or provision a new replica from backup. Consider increasing the source's binary log "
+               "expiration period. The GTID set sent by the replica is '{sent}', and the missing transactions are "
+               "'{missing}'")
+MORE_TEXT = ("Replica has more GTIDs than the source has, using the source's SERVER_UUID. This may indicate that the "
+             "end of the binary log was truncated or that the last binary log file was lost, e.g., after a power or "
+             "disk failure when sync_binlog != 1. The source may or may not have rolled back transactions that were "
+             "already replicated to the replica. Suggest to replicate any transactions that source has rolled back "
+             "from replica to source, and/or commit empty transactions on source to account for transactions that "
+             "have been committed on source but are not included in GTID_EXECUTED.")
+
+
+class GtidFiles:
+    """The GTID facts of a served directory (thread-safe; cheap to ask repeatedly)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self._lock = threading.Lock()
+        # name, scanned up to, sid, last gno, end of the last whole transaction
+        self._scan: tuple[str, int, bytes | None, int, int] | None = None
+
+    def executed(self, files: list[str]) -> tuple[bytes | None, int]:
+        """(sid, last gno written), (None, 0) without GTIDs."""
+        return self._newest(files)[:2]
+
+    def head(self, files: list[str]) -> tuple[str, int]:
+        """(newest file, end of its last whole transaction): where a client with everything starts."""
+        return files[-1], self._newest(files)[2]
+
+    def _newest(self, files: list[str]) -> tuple[bytes | None, int, int]:
+        if not files:
+            return None, 0, 4
+        with self._lock:
+            name = files[-1]
+            path = self.directory / name
+            try:
+                size = path.stat().st_size
+            except OSError:
+                return None, 0, 4
+            if self._scan is None or self._scan[0] != name or self._scan[1] > size:
+                sid, before, _ = previous_gtids_of(path)
+                self._scan = (name, 4, sid, before, 4)
+            _, end, sid, last, txn_end = self._scan
+            with open(path, "rb") as fh:
+                for pos, type_code, ev_size in _events(fh, end, size):
+                    if type_code == GTID:
+                        fh.seek(pos + 20)
+                        body = fh.read(24)
+                        if len(body) == 24:
+                            sid = body[:16]
+                            last = struct.unpack_from("<q", body, 16)[0]
+                    elif type_code in (FDE, PREVIOUS_GTIDS) and pos < 256:
+                        txn_end = pos + ev_size
+                    elif type_code == ROWS_QUERY:
+                        fh.seek(pos + 19)
+                        if fh.read(6) == b"\x01CTS::":
+                            txn_end = pos + ev_size
+                    end = pos + ev_size
+            self._scan = (name, end, sid, last, txn_end)
+            return sid, last, txn_end
+
+    def purged(self, files: list[str]) -> tuple[bytes | None, int]:
+        if not files:
+            return None, 0
+        sid, before, _ = previous_gtids_of(self.directory / files[0])
+        return sid, before
+
+    def text(self, files: list[str], which: str) -> str:
+        sid, gno = self.executed(files) if which == "executed" else self.purged(files)
+        if sid is None or gno < 1:
+            return ""
+        return format_gtid_set({uuid_of(sid): [(1, gno)]})
+
+    def server_uuid(self, files: list[str]) -> str | None:
+        sid, _ = self.executed(files)
+        return uuid_of(sid) if sid is not None else None
+
+
+def parse_dump_gtid(payload: bytes) -> tuple[int, int, GtidSet]:
+    """COM_BINLOG_DUMP_GTID after the command byte → (flags, server_id, the client's GTID set)."""
+    if len(payload) < _HEAD.size:
+        raise DumpError(f"COM_BINLOG_DUMP_GTID packet of {len(payload)} bytes is too short")
+    flags, server_id, name_len = _HEAD.unpack_from(payload)
+    off = _HEAD.size + name_len
+    if len(payload) < off + 12:
+        raise DumpError("COM_BINLOG_DUMP_GTID packet ends before its GTID set")
+    (size,) = struct.unpack_from("<I", payload, off + 8)
+    data = payload[off + 12:off + 12 + size]
+    if len(data) != size:
+        raise DumpError("COM_BINLOG_DUMP_GTID packet ends inside its GTID set")
+    try:
+        return flags, server_id, decode_sid_block(data) if size else {}
+    except GtidError as exc:
+        raise DumpError(f"Malformed GTID set in COM_BINLOG_DUMP_GTID: {exc}") from None
+
+
+def start_gno(client: GtidSet, sid: bytes, executed: int, purged: int) -> int:
+    """The first gno to send: the first of ours missing from ``client``. DumpError (1236) when the
+    client has transactions we never wrote, or lacks purged ones."""
+    key = uuid_of(sid)
+    mine = client.get(key, [])
+    sent = format_gtid_set(client)
+    if mine and mine[-1][1] > executed:
+        raise DumpError(MORE_TEXT)
+    missing_purged = subtract({key: [(1, purged)]}, client) if purged else {}
+    if missing_purged:
+        raise DumpError(PURGED_TEXT.format(sent=sent, missing=format_gtid_set(missing_purged)))
+    first = 1
+    for start, end in mine:
+        if start > first:
+            break
+        first = max(first, end + 1)
+    return first
+
+
+def dump_gtid_request(payload: bytes, gtids: GtidFiles, directory: Path, files: list[str]) -> DumpRequest:
+    """The file/position request equivalent to a COM_BINLOG_DUMP_GTID."""
+    flags, server_id, client = parse_dump_gtid(payload)
+    sid, executed = gtids.executed(files)
+    if sid is None:
+        raise DumpError("The served binlog has no GTIDs (built with gtids = false): replicate by file and "
+                        "position (SOURCE_AUTO_POSITION=0 / MASTER_USE_GTID=no)")
+    _, purged = gtids.purged(files)
+    gno = start_gno(client, sid, executed, purged)
+    if gno > executed:          # nothing missing: from the end of the newest file, then follow it
+        last, end = gtids.head(files)
+        return DumpRequest(end, flags & 1, server_id, last)
+    found = locate_gno(directory, files, gno)
+    if found is None:
+        raise DumpError(PURGED_TEXT.format(sent=format_gtid_set(client),
+                                           missing=format_gtid_set({uuid_of(sid): [(gno, gno)]})))
+    return DumpRequest(found[1], flags & 1, server_id, found[0])

@@ -1,0 +1,49 @@
+"""A process of N abusive clients (tests/test_server_limits.py): each logs in, then sends a 1 MB
+``SELECT 1,1,…`` in a loop and reads the whole answer. Run as ``python -m tests.abuse_clients PORT N SECONDS``;
+prints the number of queries answered within SECONDS. In its own process so its CPU does not disturb the measuring
+test's timestamps."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from tests.test_server_support import PASSWORD, USER, RawClient
+
+QUERY = ("SELECT " + ",".join(["1"] * 500_000)).encode()
+
+
+def abuse(port: int, until: float, counts: list[int], i: int) -> None:
+    c = RawClient(port, USER, PASSWORD, timeout=120)
+    while time.monotonic() < until:
+        c.command(b"\x03" + QUERY)
+        tail = b""
+        while True:  # read until the result set's final EOF packet, without parsing 500,000 packets
+            chunk = c.sock.recv(1 << 20)
+            if not chunk:
+                return
+            tail = (tail + chunk)[-9:]
+            if tail[:3] == b"\x05\x00\x00" and tail[4] == 0xFE:
+                break
+        counts[i] += 1
+    c.close()
+
+
+def main() -> None:
+    port, n, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    until = time.monotonic() + seconds
+    counts = [0] * n
+    threads = [threading.Thread(target=abuse, args=(port, until, counts, i), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    print("ready", flush=True)
+    time.sleep(max(0.0, until - time.monotonic()))
+    # The answers still queued are not waited for: the process ends, its connections with it.
+    print(sum(counts), flush=True)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

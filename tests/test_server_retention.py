@@ -1,0 +1,135 @@
+"""Retention run by the endpoint (issue 16, Must show 3): ``expire_logs_seconds`` and ``max_total_size``
+purge the oldest files in order, never the newest, never one a connected replica reads — a stuck replica
+holds them, then completes, and the purge goes on; every purge is logged with its reason."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+from pathlib import Path
+
+from binlog import read_all
+from dumper.server import ServerConfig, start_in_thread
+from tests.test_server_support import USERS, RawClient, header, write_sample_binlog
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def index(d: Path) -> list[str]:
+    return [ln.strip().rsplit("/", 1)[-1] for ln in (d / "binlog.index").read_text().splitlines() if ln.strip()]
+
+
+def wait_until(predicate, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def purge_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "gbinlog.session" and "PURGE" in r.getMessage()]
+
+
+def small_window_client(port: int) -> RawClient:
+    """A client whose receive buffer is 4 KiB from the start (set before connecting), so a dump it does
+    not read stops within a few KiB instead of filling the kernel's auto-tuned buffers."""
+    real = socket.create_connection
+
+    def connect(addr, timeout=None):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(timeout)
+        s.connect(addr)
+        return s
+
+    socket.create_connection = connect
+    try:
+        return RawClient(port)
+    finally:
+        socket.create_connection = real
+
+
+def test_expire_logs_seconds_purges_old_files_in_order_never_the_newest(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="gbinlog.session")
+    sample = write_sample_binlog(tmp_path, txns=40, files=4)
+    files = sample.files
+    old = time.time() - 7200
+    for name in files:          # every file is old: all but the newest go
+        os.utime(tmp_path / name, (old, old))
+    cfg = ServerConfig(dir=tmp_path, users=USERS, expire_logs_seconds=3600, retention_interval=0.05)
+    with start_in_thread(cfg):
+        assert wait_until(lambda: index(tmp_path) == files[-1:])
+    assert [n for n in files if (tmp_path / n).exists()] == files[-1:]
+    lines = purge_lines(caplog)
+    assert len(lines) == 1 and f"PURGE BINARY LOGS TO '{files[-1]}' by retention (expire_logs_seconds): " \
+                               f"removed {files[0]}..{files[-2]} (3 files" in lines[0], lines
+
+
+def test_max_total_size_never_purges_what_a_stuck_replica_reads_and_it_then_completes(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="gbinlog.session")
+    src = write_sample_binlog(tmp_path / "src", txns=120, files=12, pad=40000)   # ~9 MB in 12 files
+    expected = {n: [e.end_pos for e in read_all(src.dir / n)] for n in src.files}
+    out = tmp_path / "served"
+    out.mkdir()
+
+    def publish(n: int) -> None:
+        """A writer in another process, as seen by the endpoint: file n appears, then the index names it."""
+        shutil.copyfile(src.dir / src.files[n], out / src.files[n])
+        names = [f for f in src.files[:n + 1] if (out / f).exists()]
+        (out / "binlog.index.tmp").write_text("".join(f"./{f}\n" for f in names))
+        os.replace(out / "binlog.index.tmp", out / "binlog.index")
+
+    publish(0)
+    limit = 2 << 20
+    cfg = ServerConfig(dir=out, users=USERS, max_total_size=limit, retention_interval=0.05, write_buffer=4096)
+    with start_in_thread(cfg) as h:
+        stuck = small_window_client(h.port)
+        stuck.query("SET @master_binlog_checksum = 'CRC32'")
+        events = stuck.dump(src.files[0], 4, flags=0)
+        received = [next(events) for _ in range(3)]          # then it stops reading
+        for n in range(1, len(src.files)):                   # the output grows past the budget
+            publish(n)
+            time.sleep(0.05)
+        time.sleep(0.5)                                     # ten retention rounds
+        (dump,) = h.server.dumps()
+        held_from = dump.file
+        files = index(out)
+        total = sum((out / n).stat().st_size for n in files)
+        assert src.files.index(held_from) < 4 and total > 2 * limit, (held_from, total)
+        assert files == src.files[src.files.index(files[0]):] and files[0] <= held_from
+        assert all((out / n).exists() for n in src.files[src.files.index(held_from):])
+        assert any("kept, still read by connected replica(s) repl@127.0.0.1" in r.getMessage()
+                   for r in caplog.records)
+        # The replica reads again and completes: every event of every file, in order, to the end.
+        stuck.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        last = src.files[-1]
+        cur, got = None, {}
+        for ev in itertools.chain(received, events):
+            hd = header(ev)
+            if hd[1] == 4 and hd[5] & 0x20:                  # fake ROTATE: the file that follows
+                cur = ev[19 + 8:-4].decode()
+                continue
+            if hd[5] & 0x20 or hd[1] == 15:                  # artificial, or the FDE resent after ROTATE
+                continue
+            got.setdefault(cur, []).append(hd[4])
+            if (cur, hd[4]) == (last, expected[last][-1]):
+                break
+        assert got == {n: positions[1:] for n, positions in expected.items()}
+        # Now nobody holds the old files: the purge goes on, in order, down to the budget.
+        assert wait_until(lambda: sum((out / n).stat().st_size for n in index(out)) <= limit)
+        stuck.close()
+    left = index(out)
+    assert left == src.files[len(src.files) - len(left):]
+    assert sum((out / n).stat().st_size for n in left) <= limit < sum((src.dir / n).stat().st_size
+                                                                      for n in src.files[-len(left) - 1:])
+    lines = purge_lines(caplog)
+    assert lines and all("by retention (max_total_size)" in line for line in lines)
+    tos = [re.search(r"TO '([^']+)'", line)[1] for line in lines]
+    assert tos == sorted(tos) and tos[-1] == left[0]
