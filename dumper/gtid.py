@@ -265,6 +265,37 @@ def file_gtids(path: Path, end: int | None = None) -> FileGtids:
     return FileGtids(sid, before, count, last, has_prev)
 
 
+def tail_gtids(path: Path, size: int, tail: int = 1 << 20) -> tuple[bytes, int, int] | None:
+    """(sid, gno, end of its transaction's CTS marker) of the last whole transaction whose GTID event
+    lies in the last ``tail`` bytes — found without walking the file: a GTID event is recognised by
+    its header (type 33, 65 bytes, log_pos = its own end), the CTS marker likewise. None when the
+    tail holds no whole transaction (a huge one, or none)."""
+    start = max(0, size - tail)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(size - start)
+    best = None
+    for m in re.finditer(rb"\x01CTS::\d{54}", data):
+        at = m.start() - HEADER_LEN
+        if at < 0:
+            continue
+        _ts, type_code, _sid, ev_size, log_pos, _fl = HEADER_STRUCT.unpack_from(data, at)
+        if type_code == 29 and log_pos == start + at + ev_size and at + ev_size <= len(data):
+            best = start + at + ev_size
+    if best is None:
+        return None
+    found = None
+    for m in re.finditer(rb"\x21", data[:best - start]):
+        at = m.start() - 4
+        if at < 0 or at + GTID_EVENT_LEN > best - start:
+            continue
+        _ts, type_code, _sid, ev_size, log_pos, _fl = HEADER_STRUCT.unpack_from(data, at)
+        if type_code == GTID and ev_size == GTID_EVENT_LEN and log_pos == start + at + ev_size:
+            found = (bytes(data[at + HEADER_LEN + 1:at + HEADER_LEN + 17]),
+                     struct.unpack_from("<q", data, at + HEADER_LEN + 17)[0])
+    return (found[0], found[1], best) if found else None
+
+
 def gtid_position_in(path: Path, gno: int) -> int | None:
     """Offset of the GTID event of ``gno`` in the file, or None."""
     with open(path, "rb") as fh:

@@ -27,6 +27,7 @@ from dumper.gtid import (
     locate_gno,
     previous_gtids_of,
     subtract,
+    tail_gtids,
     uuid_of,
 )
 from dumper.server.dump import DumpError, DumpRequest
@@ -77,6 +78,9 @@ class GtidFiles:
             if self._scan is None or self._scan[0] != name or self._scan[1] > size:
                 sid, before, _ = previous_gtids_of(path)
                 self._scan = (name, 4, sid, before, 4)
+                tail = tail_gtids(path, size)
+                if tail is not None:  # start from the last whole transaction, not the file's start
+                    self._scan = (name, tail[2], tail[0], tail[1], tail[2])
             _, end, sid, last, txn_end = self._scan
             with open(path, "rb") as fh:
                 for pos, type_code, ev_size in _events(fh, end, size):

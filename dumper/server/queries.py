@@ -13,14 +13,11 @@ ERR 1193.
 from __future__ import annotations
 
 import re
-import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from dumper.gtid import GtidError, format_gtid_set, is_subset, parse_gtid_set, subtract
 from dumper.server import protocol as p
 from dumper.server.binlogdir import BinlogDirError
 from dumper.server.catalog import CachedCatalog, Catalog
@@ -29,6 +26,7 @@ from dumper.server.infoschema import INT_COLUMNS, InfoSchemaCache, InfoSchemaErr
 from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
 from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword, filter_rows
+from dumper.server.variables import ARG_FUNCTIONS, FUNCTIONS, system_variables
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer
@@ -143,59 +141,6 @@ def tokenize(sql: str) -> list[tuple[str, str]]:
         out.append((kind, m.group(kind)))
         pos = m.end()
     return out
-
-
-# -- variables ---------------------------------------------------------------------------------------
-
-def system_variables(server: BinlogServer) -> dict[str, object]:
-    cfg = server.config
-    # GTIDs answer what the files hold (dumper.gtid): ON with the sid of their GTID events.
-    gtids = server.queries.gtid_files
-    files = server.bdir.files()
-    gtid_uuid = gtids.server_uuid(files)
-    gtid_mode = "ON" if gtid_uuid else cfg.gtid_mode
-    return {
-        "server_id": cfg.server_id,
-        "server_uuid": gtid_uuid or cfg.uuid,
-        "version": cfg.version,
-        "version_comment": "gbinlog replication endpoint",
-        "binlog_checksum": server.bdir.checksum_name(),
-        "master_verify_checksum": "OFF",
-        "binlog_format": "ROW",
-        "binlog_row_image": "FULL",
-        "binlog_row_metadata": cfg.binlog_row_metadata,
-        "gtid_mode": gtid_mode,
-        "enforce_gtid_consistency": gtid_mode,
-        "gtid_executed": gtids.text(files, "executed"),
-        "gtid_purged": gtids.text(files, "purged"),
-        "gtid_binlog_pos": "",
-        "gtid_current_pos": "",
-        "gtid_domain_id": 0,
-        "log_bin": "ON",
-        "log_bin_basename": str(server.bdir.path / (server.bdir.base or "binlog")),
-        "log_slave_updates": "OFF",
-        "read_only": "ON",
-        "hostname": cfg.host,
-        "port": server.port,
-        "max_allowed_packet": 1 << 30,
-        "net_write_timeout": 60,
-        "net_read_timeout": 30,
-        "wait_timeout": 28800,
-        "interactive_timeout": 28800,
-        "character_set_server": "utf8mb4",
-        "collation_server": "utf8mb4_general_ci",
-        "character_set_client": "utf8mb4",
-        "character_set_connection": "utf8mb4",
-        "character_set_results": "utf8mb4",
-        "lower_case_table_names": 0,
-        "lower_case_file_system": "OFF",
-        "sql_mode": "",
-        "time_zone": "SYSTEM",
-        "system_time_zone": "UTC",
-        "transaction_isolation": "REPEATABLE-READ",
-        "tx_isolation": "REPEATABLE-READ",
-        "autocommit": "ON",
-    }
 
 
 def _like(pattern: str) -> re.Pattern:
@@ -354,15 +299,15 @@ class QueryHandler:
                     j += 1
                 if depth:
                     raise parse_error(sql)
-                if low in _ARG_FUNCTIONS:
+                if low in ARG_FUNCTIONS:
                     args = self._arguments(session, toks[i + 2:j - 1], sql)
-                    return _ARG_FUNCTIONS[low](args), j
-                fn = _FUNCTIONS.get(low)
+                    return ARG_FUNCTIONS[low](args), j
+                fn = FUNCTIONS.get(low)
                 if fn is None:
                     raise QueryError(1305, f"FUNCTION {text} does not exist", "42000")
                 return fn(self.server, session), j
             if low in ("current_user", "current_timestamp"):
-                return _FUNCTIONS[low](self.server, session), i + 1
+                return FUNCTIONS[low](self.server, session), i + 1
             if bare_word_ok and i + 1 == len(toks) or bare_word_ok and toks[i + 1] == ("op", ","):
                 return _strip_ident(text), i + 1  # SET x = ON / OFF / DEFAULT / utf8mb4
         raise parse_error(sql)
@@ -638,41 +583,3 @@ def _split_items(body: str) -> list[str]:
     if any(not item.strip() for item in items):
         raise parse_error(body)
     return items
-
-
-_FUNCTIONS: dict[str, Callable[[BinlogServer, Session], object]] = {
-    "unix_timestamp": lambda s, sess: int(time.time()),
-    "version": lambda s, sess: s.config.version,
-    "database": lambda s, sess: sess.db,
-    "schema": lambda s, sess: sess.db,
-    "user": lambda s, sess: f"{sess.user}@{sess.host}",
-    "current_user": lambda s, sess: f"{sess.user}@%",
-    "connection_id": lambda s, sess: sess.conn_id,
-    "now": lambda s, sess: datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
-    "current_timestamp": lambda s, sess: datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
-    "last_insert_id": lambda s, sess: 0,
-    "uuid": lambda s, sess: str(uuid.uuid4()),
-    # MariaDB replicas ask for the GTID of a position; there are no GTIDs here: NULL (§2.1 step 8b).
-    "binlog_gtid_pos": lambda s, sess: None,
-}
-
-
-def _gtid_function(name: str, arity: int, fn: Callable[..., object]) -> Callable[[list[object]], object]:
-    def call(args: list[object]) -> object:
-        if len(args) != arity:
-            raise QueryError(1582, f"Incorrect parameter count in the call to native function '{name}'", "42000")
-        if any(a is None for a in args):
-            return None
-        try:
-            return fn(*(parse_gtid_set(str(a)) for a in args))
-        except GtidError as exc:
-            raise QueryError(1772, str(exc).replace("malformed", "Malformed")) from None
-    return call
-
-
-# Functions that take arguments (Debezium asks GTID_SUBTRACT of the server).
-_ARG_FUNCTIONS: dict[str, Callable[[list[object]], object]] = {
-    "gtid_subtract": _gtid_function("GTID_SUBTRACT", 2, lambda a, b: format_gtid_set(subtract(a, b))),
-    "gtid_subset": _gtid_function("GTID_SUBSET", 2, lambda a, b: int(is_subset(a, b))),
-}
-
