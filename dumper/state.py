@@ -12,7 +12,9 @@ Format ``gbinlog-state/1`` (one JSON object)::
                                            # end of the last CTS marker written (null: none yet)
       "dns": {"dn0": {"file": "mysql-bin.000002", "pos": 456, "tso": 7202…, "txn_id": 8490…,
                       "seq": 1}, ...},     # restart point per DN (null: from its first file)
-      "heartbeat_dns": ["dn0", ...],       # DNs that took part in a heartbeat so far
+      "heartbeat_dns": ["dn0", ...],       # DNs that took part in a heartbeat so far (members)
+      "joined": {"dn4": "<vtso>"},          # DNs that joined (scale-out) / left (scale-in) at the
+      "left": {"dn1": "<vtso>"},            #   StorageInstChange instruction of that vtso
       "meta_store": "meta.db",             # the shaper's meta store: a path (relative to the
                                            #   out dir) or a mysql:// URL
       "settings": {"server_id": 1, "server_version": "5.7.44-gbinlog",
@@ -64,6 +66,8 @@ class State:
     restart: dict[str, RestartPoint | None] = field(default_factory=dict)
     heartbeat_dns: list[str] = field(default_factory=list)
     meta_store: str = "meta.db"
+    joined: dict[str, str] = field(default_factory=dict)
+    left: dict[str, str] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -80,6 +84,8 @@ class State:
                                                 "txn_id": p.txn_id, "seq": p.seq}
                     for dn, p in sorted(self.restart.items())},
             "heartbeat_dns": sorted(self.heartbeat_dns),
+            "joined": dict(sorted(self.joined.items())),
+            "left": dict(sorted(self.left.items())),
             "meta_store": self.meta_store,
             "settings": self.settings,
             "counts": self.counts,
@@ -101,6 +107,8 @@ class State:
                                                                  int(p["txn_id"]), int(p["seq"]))
                          for dn, p in data["dns"].items()},
                 heartbeat_dns=list(data.get("heartbeat_dns", [])),
+                joined={str(k): str(v) for k, v in (data.get("joined") or {}).items()},
+                left={str(k): str(v) for k, v in (data.get("left") or {}).items()},
                 meta_store=data.get("meta_store") or "meta.db",
                 settings=dict(data.get("settings", {})),
                 counts=dict(data.get("counts", {})),

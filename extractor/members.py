@@ -15,9 +15,12 @@ is written: every DN of the cluster given, none of another cluster.
 from __future__ import annotations
 
 import json
+import mmap
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from extractor.errors import OrderingError
 from extractor.model import DnTxn, TxnKind
@@ -110,9 +113,10 @@ def dn_instruction(directory: str | os.PathLike, dn_id: str, storage_seq: str | 
     return first_instruction(extract(directory, dn_id=dn_id, storage_seq=storage_seq))
 
 
-def check_complete(found: dict[str, Instruction | None]) -> None:
+def check_complete(found: dict[str, Instruction | None], scaled: dict[str, tuple[str, ...]] | None = None) -> None:
     """Every DN of the cluster is given and none of another cluster (``found``: per given DN id its
-    first instruction, None when its binlog has none).
+    first instruction, None when its binlog has none; ``scaled``: per given DN the storage
+    instances its later ``StorageInstChange`` instructions list — a DN that joined by scale-out).
 
     * The ``CdcStart`` instructions seen must be one (same INSTRUCTION_ID and CLUSTER_ID): a DN
       whose start differs from the others' is of another cluster — the one not sharing the start of
@@ -155,8 +159,45 @@ def check_complete(found: dict[str, Instruction | None]) -> None:
             f"DN {missing[0]} is missing: the cluster's {ins.type} instruction (vtso {ins.vtso}, in DN {ins.dn}'s "
             f"binlog) lists storage instances {', '.join(sorted(expected))}; give every DN's binlog directory",
             missing[0])
+    for dn, names in sorted((scaled or {}).items()):
+        late = sorted(set(names) - given)
+        if late and found.get(dn) is not None:
+            raise ClusterIncomplete(
+                f"DN {late[0]} is missing: a StorageInstChange instruction in DN {dn}'s binlog lists storage "
+                f"instances {', '.join(sorted(names))} (a DN that joined later); give every DN's binlog directory",
+                late[0])
+
+
+# A StorageInstChange row carries its type, then its content, as plain bytes in the rows event:
+# "StorageInstChange" … {"storageInstList":["dn0","dn1",…]}
+_SCALE_TYPE = b"StorageInstChange"
+_SCALE_LIST = re.compile(rb'\{"storageInstList":\[((?:"[^"\\]{1,120}",?){0,4096})\]')
+
+
+def scaled_storage(directory: str | os.PathLike, files: list[str]) -> set[str]:
+    """The storage instances named by the ``StorageInstChange`` instructions anywhere in a DN's
+    binlog files (scale-out/in later than the first instruction), by a byte search over the files
+    (memory-mapped; no event is decoded: the look ahead must not cost a second extraction)."""
+    out: set[str] = set()
+    for name in files:
+        path = Path(directory) / name
+        try:
+            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                at = mm.find(_SCALE_TYPE)
+                while at >= 0:
+                    m = _SCALE_LIST.search(mm, at, at + 4096 + len(_SCALE_TYPE) + 16)
+                    if m is not None:
+                        out.update(x.decode("utf-8", "replace") for x in re.findall(rb'"([^"]+)"', m.group(1)))
+                    at = mm.find(_SCALE_TYPE, at + 1)
+        except (OSError, ValueError):       # an empty file cannot be mapped
+            continue
+    return out
 
 
 def check_dn_dirs(dirs: dict[str, str | os.PathLike]) -> None:
-    """``check_complete`` over DN binlog directories (``dirs``: DN id → directory)."""
-    check_complete({dn: dn_instruction(d, dn) for dn, d in dirs.items()})
+    """``check_complete`` over DN binlog directories (``dirs``: DN id → directory), with the
+    storage instances of every later ``StorageInstChange`` in them."""
+    from extractor.source import list_binlog_files
+
+    check_complete({dn: dn_instruction(d, dn) for dn, d in dirs.items()},
+                   {dn: tuple(sorted(scaled_storage(d, list_binlog_files(Path(d))))) for dn, d in dirs.items()})

@@ -4,25 +4,25 @@ Wiring only; every rule lives in the stages. One process:
 
 * a ``DnFeed`` thread per DN (``extractor.live_source.ReplicationSource`` or a followed binlog
   directory → ``Assembler``), from the restart point ``state.json`` keeps for it;
-* ``LiveMerge`` orders all DNs' transactions into one stream (a DN joins when a
-  ``StorageInstChange`` instruction lists it) that goes to the pipeline core
-  ``gbinlog.local_engine.run_pipeline`` as one input: its merge joins branches, it drops what a
-  restart regenerates, shapes, appends to the global binlog, writes every transaction out at once
-  (``flush_seconds=0``) and checkpoints (fsync, then ``state.json``);
+* the pipeline (``dumper.pipeline.Pipeline``) takes every DN as its own input, as ``gbinlog
+  build`` does: its merge joins branches and owns membership (a standby DN's feed starts when a
+  ``StorageInstChange`` instruction lists it; a DN it drops leaves), it drops what a restart
+  regenerates, shapes, appends to the global binlog, writes every transaction out at once
+  (``flush_seconds=0``) and checkpoints (fsync, then ``state.json``, the same format ``gbinlog
+  build`` writes: either resumes the other's output directory);
 * the replication endpoint (``dumper.server``) serves the output directory as it grows;
 * a status thread refreshes Prometheus metrics and ``status.json`` (read by ``gbinlog status``).
 
 ``stop()`` (SIGTERM/SIGINT) is a clean shutdown: the feeds stop, the merge ends at a whole
 transaction, the core flushes, fsyncs and writes ``state.json``, the endpoint closes. After a
 SIGKILL the next start recovers: the binlog is cut after its last CTS marker and every DN is read
-again from its restart point (``live.json`` remembers which standby DNs joined and the storage
+again from its restart point (``state.json`` remembers which standby DNs joined and the storage
 sequences, so vtsos regenerate identically).
 """
 
 from __future__ import annotations
 
 import fcntl
-import heapq
 import json
 import logging
 import os
@@ -30,23 +30,23 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pymysql
 
-from extractor.model import DnTxn, TxnKind
-from extractor.vtso import storage_sequences, tso_physical_ms, vtso_tso
+from dumper.cluster import dn_server_id
+from extractor import RestartPoint, list_binlog_files
+from extractor.model import DnTxn
+from extractor.vtso import tso_physical_ms, vtso_tso
 from gbinlog.config import Config, DnConfig
-from gbinlog.live_feed import DnFeed, FeedIdle, FeedStopped, LiveMerge, dn_source, storage_change
+from gbinlog.live_feed import DnFeed, FeedStopped, dn_source
 from gbinlog.metrics import Metrics, health_of
 
 log = logging.getLogger(__name__)
-LIVE_FILE = "live.json"
 STATUS_FILE = "status.json"
 LOCK_FILE = "gbinlog.lock"
-INPUT_ID = "live"            # the one input run_pipeline sees (state.json's cluster.dns)
 RATE_WINDOW_S = 2.0
 SHUTDOWN_GRACE_S = 5.0
 
@@ -107,8 +107,7 @@ class LiveRunner:
         self.status_interval = status_interval
         self.stopping = threading.Event()
         self.feeds: dict[str, DnFeed] = {}
-        self.order = {d.id: i for i, d in enumerate(cfg.dn)}
-        self.merge: LiveMerge | None = None
+        self.pipeline: Any = None
         self.endpoint: Any = None
         self.metrics = Metrics()
         self._last_status: dict | None = None
@@ -117,11 +116,9 @@ class LiveRunner:
         self.progress: Any = None
         self.result: Any = None
         self.error: BaseException | None = None
-        self.joined: dict[str, str] = {}
-        self.seqs: dict[str, str] = {}
+        self.state: Any = None
         self._lock_fh: Any = None
         self._status_thread: threading.Thread | None = None
-        self._restart: dict = {}
         self._last_progress_at = 0.0
         self._rates: dict[str, deque] = {}
         self._stalled: set[str] = set()
@@ -130,8 +127,8 @@ class LiveRunner:
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> None:
         """Start everything, or leave nothing behind: a failed start removes the output directory,
-        lock and ``live.json`` it created, and keeps the last status of a previous run."""
-        before = {p: p.exists() for p in (self.out, self.out / LOCK_FILE, self.out / LIVE_FILE)}
+        and lock it created, and keeps the last status of a previous run."""
+        before = {p: p.exists() for p in (self.out, self.out / LOCK_FILE)}
         try:
             self._start()
         except BaseException:
@@ -186,7 +183,7 @@ class LiveRunner:
             check_port(cfg.server.host, cfg.server.port, "server.port")
         if cfg.metrics.port:
             check_port(cfg.metrics.host, cfg.metrics.port, "metrics.port")
-        self._load_live()
+        self._load_state()
         for dn in self._initial_dns():
             check_dn(dn, cfg.source.connect_timeout_s)
         self._recover()
@@ -207,41 +204,24 @@ class LiveRunner:
         except OSError:
             return "?"
 
-    def _load_live(self) -> None:
-        """``live.json``: storage sequences (over every configured DN, standby ones too, so a DN
-        that joins gets the sequence a batch build over all DNs gives it) and the joined DNs."""
-        path = self.out / LIVE_FILE
-        ids = [d.id for d in self.cfg.dn]
-        if path.exists():
-            try:
-                doc = json.loads(path.read_text())
-                self.seqs, self.joined = dict(doc["storage_seqs"]), dict(doc.get("joined", {}))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise RunError(f"{path}: unreadable ({exc})") from None
-            missing = sorted(set(self.seqs) - set(ids)) + sorted(set(self.joined) - set(ids))
-            if missing:
-                raise RunError(f"{path}: DN {missing[0]} of this output is not in the config any more")
-            for dn in ids:
-                if dn not in self.seqs:
-                    self.seqs[dn] = storage_sequences([*self.seqs, dn])[dn]
-        else:
-            self.seqs = storage_sequences(ids)
-        self._save_live()
-
-    def _save_live(self) -> None:
-        tmp = self.out / f".{LIVE_FILE}.tmp"
-        tmp.write_text(json.dumps({"format": "gbinlog-live/1", "storage_seqs": self.seqs,
-                                   "joined": self.joined}, indent=1) + "\n")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.out / LIVE_FILE)
+    def _load_state(self) -> None:
+        from dumper.state import StateError, load_state
+        try:
+            self.state = load_state(self.out)
+        except StateError as exc:
+            raise RunError(f"output.dir {self.out}: {exc}") from None
 
     def _initial_dns_unchecked(self) -> list[DnConfig]:
-        """The DNs read from the start, before ``live.json`` says which standby ones joined."""
+        """The DNs read from the start, before ``state.json`` says which standby ones joined."""
         return [d for d in self.cfg.dn if not d.standby]
 
     def _initial_dns(self) -> list[DnConfig]:
-        return [d for d in self.cfg.dn if not d.standby or d.id in self.joined]
+        """The DNs read from the start: not a standby DN that has not joined, not a DN that left
+        (as ``state.json`` says; the pipeline decides the same way)."""
+        st = self.state
+        joined = set(st.joined) | set(st.heartbeat_dns) if st else set()
+        left = set(st.left) if st else set()
+        return [d for d in self.cfg.dn if d.id not in left and (not d.standby or d.id in joined)]
 
     def _settings(self):
         from gbinlog.local_engine import Settings
@@ -255,20 +235,18 @@ class LiveRunner:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
         never read bytes a restart takes back)."""
         from dumper.global_binlog import DumperError, GlobalBinlog
-        from dumper.state import StateError, load_state
         s = self._settings()
+        state = self.state
         try:
-            state = load_state(self.out)
             gb = GlobalBinlog(self.out, server_id=s.server_id, server_version=s.server_version,
                               max_file_size=s.max_file_size, heartbeat_interval=s.heartbeat_interval,
                               hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
                               gtids=s.gtids)
-        except (DumperError, StateError, OSError) as exc:
+        except (DumperError, OSError) as exc:
             raise RunError(f"output.dir {self.out}: {exc}") from None
         for action in gb.recovery.actions:
             log.warning("recovery of %s: %s", self.out, action)
         gb.close()
-        self._restart = dict(state.restart) if state else {}
 
     def _start_endpoint(self) -> None:
         from dumper.server import ConfigError, start_in_thread
@@ -283,108 +261,37 @@ class LiveRunner:
             raise RunError(f"server.port {srv.host}:{srv.port} cannot be used: {exc.strerror or exc}") from None
         self.metrics.watch_endpoint(self.endpoint.server)
 
-    # -- DN feeds -----------------------------------------------------------------------------------
-    def _feed(self, dn: DnConfig) -> DnFeed:
-        rp = self._restart.get(dn.id)
+    # -- DN feeds ---------------------------------------------------------------------------------
+    def _feed(self, dn: DnConfig, restart: RestartPoint | None, storage_seq: str) -> DnFeed:
         src = self.cfg.source
-        source = dn_source(dn, start_file=rp.file if rp else None, start_pos=rp.offset if rp else 4,
+        source = dn_source(dn, start_file=restart.file if restart else None,
+                           start_pos=restart.offset if restart else 4,
                            server_id=src.server_id, backoff_initial=src.backoff_initial_ms / 1000,
                            backoff_max=src.backoff_max_ms / 1000, connect_timeout=src.connect_timeout_s,
                            heartbeat_s=min(1.0, self.cfg.heartbeat.stall_ms / 4000))
-        feed = DnFeed(dn.id, source, storage_seq=self.seqs[dn.id], state=rp.vtso_state() if rp else None,
-                      start=str(rp) if rp else "first file")
+        feed = DnFeed(dn.id, source, storage_seq=storage_seq, state=restart.vtso_state() if restart else None,
+                      start=str(restart) if restart else "first file")
         self.feeds[dn.id] = feed
         return feed.begin()
 
-    def _merged(self) -> Iterator[DnTxn]:
-        """All DNs in one vtso-ordered stream. After ``stop()`` it ends between two transactions,
-        never inside a branch group (the core would take it as complete): when the next
-        transaction arrives, or at once while the merge waits for a DN if the last transaction
-        handed out is provably whole (local or a broadcast group). Otherwise, once the feeds are stopped (after
-        ``SHUTDOWN_GRACE_S``), it raises ``ShutdownAbort`` so the core keeps nothing of a group it
-        has not seen whole (no last checkpoint: the next start re-reads a little more)."""
-        merge = self.merge = LiveMerge(self.order)
-        idle_stop = self.stopping.is_set
-        last: DnTxn | None = None
-        try:
-            try:
-                for dn in self._initial_dns():
-                    merge.add(dn.id, self._feed(dn).stream(idle_stop))
-            except FeedIdle:
-                return                                   # stopped while starting: nothing handed out
-            it = iter(merge)
-            while True:
-                try:
-                    txn = next(it)
-                except FeedIdle as idle:
-                    if self._broadcast(last):
-                        # The other DNs' branches of this broadcast group are in the heap; the DN
-                        # waited for has no second one (one branch per DN): hand them out, done.
-                        while merge.heap and merge.heap[0][0] == last.vtso:
-                            yield heapq.heappop(merge.heap)[3]
-                        return
-                    if last is None or last.xid is None or not last.is_tso:
-                        return                           # never joined: whole as it is
-                    # Not provably whole: wait for the next transaction after all (or the grace
-                    # timer). The interrupted DN gets its head back first, as the merge needs.
-                    for dn_id in merge.dns:
-                        merge.its[dn_id] = self.feeds[dn_id].stream()
-                    merge.refill(idle.args[0])
-                    it = iter(merge)
-                    continue
-                except StopIteration:
-                    return
-                if self.stopping.is_set() and last is not None and txn.vtso != last.vtso:
-                    return
-                dns = storage_change(txn)
-                if dns is not None:
-                    self._join(dns, txn)
-                yield txn
-                last = txn
-        except FeedStopped:
-            raise ShutdownAbort("a DN delivered nothing for the shutdown grace period: stopped without a "
-                                "last checkpoint (the next start re-reads from the previous one)") from None
-
-    @staticmethod
-    def _broadcast(last: DnTxn | None) -> bool:
-        """A TSO transaction on the broadcast ``__cdc__`` tables: one branch per DN."""
-        return last is not None and last.is_tso and last.kind in (TxnKind.HEARTBEAT, TxnKind.DDL_MARK,
-                                                                    TxnKind.INSTRUCTION)
-
-    def _join(self, dns: list[str], txn: DnTxn) -> None:
-        merge = self.merge
-        for dn_id in dns:
-            if dn_id in merge.dns:
-                continue
-            dn = self.cfg.dn_by_id(dn_id)
-            if dn is None:
-                raise RunError(f"the StorageInstChange instruction at {txn.vtso} adds DN {dn_id}, which the config "
-                               "does not list: add it as a [[dn]] with standby = true and start again")
-            log.warning("DN %s joins at %s (StorageInstChange)", dn_id, txn.vtso)
-            self.joined[dn_id] = txn.vtso
-            self._save_live()
-            merge.add(dn_id, self._feed(dn).stream())
-
     # -- run ----------------------------------------------------------------------------------------
     def run(self) -> Any:
-        """Run the pipeline until ``stop()`` (or an error, which is raised after a clean stop)."""
-        from gbinlog.local_engine import run_pipeline
+        """Run the pipeline until ``stop()`` (or an error, which is raised after a clean stop).
+        ``stop()`` ends the merge after the next whole transaction (``merger.IDLE``); if no DN
+        delivers one within ``SHUTDOWN_GRACE_S`` the feeds stop and ``ShutdownAbort`` says the run
+        ended without a last checkpoint (the next start re-reads from the previous one)."""
+        from dumper.pipeline import Pipeline
 
-        runner = self
-
-        class _Input:
-            dn_id = INPUT_ID
-
-            def server_id(self) -> int | None:
-                return None
-
-            def stream(self, restart, storage_seq, should_stop=None):
-                return runner._merged()
-
+        inputs = [LiveDn(self, dn) for dn in self.cfg.dn]
+        self.pipeline = Pipeline(inputs, self.out, self._settings(), resume=True, should_stop=self.stopping.is_set,
+                                 on_progress=self._on_progress, progress_seconds=0.05)
         try:
-            self.result = run_pipeline([_Input()], self.out, self._settings(), resume=True,
-                                       on_progress=self._on_progress, progress_seconds=0.05)
+            self.result = self.pipeline.run()
             return self.result
+        except FeedStopped:
+            self.error = ShutdownAbort("a DN delivered nothing for the shutdown grace period: stopped without a "
+                                       "last checkpoint (the next start re-reads from the previous one)")
+            raise self.error from None
         except BaseException as exc:
             self.error = exc
             raise
@@ -476,10 +383,10 @@ class LiveRunner:
             else:
                 self._stalled.discard(dn.id)
             dns.append(st)
-        p = self.progress
+        p = (self.pipeline.snapshot() if self.pipeline is not None else None) or self.progress
         last = p.last_vtso if p is not None else None
         lag = round(now_ms - tso_physical_ms(vtso_tso(last))) if last else None
-        merge = self.merge
+        pipe = self.pipeline
         replicas = self.endpoint.server.replica_stats() if self.endpoint is not None else []
         out_events = p.events if p is not None else 0
         return {
@@ -492,8 +399,9 @@ class LiveRunner:
             "endpoint_listening": self.endpoint is not None and self.endpoint.thread.is_alive(),
             "heartbeat": {"interval_ms": self.cfg.heartbeat.interval_ms, "stall_ms": self.cfg.heartbeat.stall_ms},
             "dns": dns,
-            "merge": {"watermark": merge.last if merge else None, "dns": merge.dns if merge else [],
-                      "joined": dict(self.joined)},
+            "merge": {"watermark": getattr(pipe, "last_consumed", None), "dns": list(pipe.merged) if pipe else [],
+                      "joined": dict(pipe.membership.joined) if pipe else {},
+                      "left": dict(pipe.membership.left) if pipe else {}},
             "last_vtso": last, "lag_ms": lag,
             "txns": p.txns if p is not None else 0, "written": p.written if p is not None else 0,
             "events_out": out_events, "bytes_out": p.bytes_out if p is not None else 0,
@@ -517,7 +425,7 @@ class LiveRunner:
             if d["last_tso_age_ms"] is not None:
                 m.dn_lag.labels(dn).set(d["last_tso_age_ms"])
             m.dn_open.labels(dn).set(d["open_prepares"])
-        p = self.progress
+        p = (self.pipeline.snapshot() if self.pipeline is not None else None) or self.progress
         if p is not None:
             m.add_to(m.txns_out, None, p.txns)
             m.add_to(m.events_out, None, p.events)
@@ -531,6 +439,27 @@ class LiveRunner:
         tmp = self.out / f".{STATUS_FILE}.tmp"
         tmp.write_text(json.dumps(st, indent=1) + "\n")
         os.replace(tmp, self.out / STATUS_FILE)
+
+
+class LiveDn:
+    """A configured DN as the pipeline's input: its feed starts when the pipeline opens it (at the
+    start, or when it joins)."""
+
+    def __init__(self, runner: LiveRunner, dn: DnConfig) -> None:
+        self.runner, self.dn = runner, dn
+        self.dn_id = dn.id
+        self.standby = dn.standby
+
+    def server_id(self) -> int | None:
+        """Of a directory DN, from its first file; a remote DN's is not known before it connects."""
+        if self.dn.is_remote or not Path(self.dn.dir).is_dir():
+            return None
+        files = list_binlog_files(Path(self.dn.dir))
+        return dn_server_id(self.dn.dir, files[0]) if files else None
+
+    def stream(self, restart: RestartPoint | None, storage_seq: str,
+               should_stop: Callable[[], bool] | None = None) -> Iterable[DnTxn]:
+        return self.runner._feed(self.dn, restart, storage_seq).stream(self.runner.stopping.is_set)
 
 
 def run_service(cfg: Config, *, on_started: Callable[[LiveRunner], None] | None = None) -> LiveRunner:

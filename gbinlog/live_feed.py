@@ -1,18 +1,14 @@
-"""The DN side of ``gbinlog run``: one feed per DN and a merge that DNs can join.
+"""The DN side of ``gbinlog run``: one feed per DN.
 
 ``DnFeed`` runs one DN's source (replication protocol or a followed directory) and its
-``Assembler`` in a thread and hands the released ``DnTxn``s to the merge through a bounded queue,
-so a DN that is slow on the network never holds the GIL-bound merge in a read. It keeps what
-``gbinlog status`` shows: connection state, position, last TSO, oldest open prepare.
-
-``LiveMerge`` merges the feeds into one vtso-ordered stream that a DN can join mid-run
-(scale-out); ``storage_change`` reads the ``StorageInstChange`` instruction that announces it.
+``Assembler`` in a thread and hands the released ``DnTxn``s to the pipeline's merge through a
+bounded queue, so a DN that is slow on the network never holds the GIL-bound merge in a read. It
+keeps what ``gbinlog status`` shows: connection state, position, last TSO, oldest open prepare.
+Membership (a DN joining or leaving) is the merge's (``merger.merge``).
 """
 
 from __future__ import annotations
 
-import heapq
-import json
 import logging
 import queue
 import threading
@@ -22,10 +18,10 @@ from pathlib import Path
 
 from extractor.assembler import Assembler
 from extractor.live_source import ReplicationSource
-from extractor.model import DnTxn, TxnKind
+from extractor.model import DnTxn
 from extractor.source import DirSource, DnSource
 from extractor.vtso import VtsoState, vtso_tso
-from merger import GlobalTxn
+from merger import IDLE
 
 log = logging.getLogger(__name__)
 _END = object()
@@ -36,14 +32,11 @@ class FeedStopped(Exception):
     """The feed was stopped (shutdown): the merge ends without emitting anything more."""
 
 
-class FeedIdle(Exception):
-    """The merge waits for this DN and a shutdown is pending (see ``DnFeed.stream``)."""
-
-
 def drain_feed(feed: object, idle_stop: Callable[[], bool] | None, *,
                end_of_input_returns: bool) -> Iterator[DnTxn]:
     """The items of a feed's ``queue`` until its ``_END``: blocks while the DN has nothing newer;
-    ``FeedIdle`` when ``idle_stop()`` says a pending shutdown need not wait; ``FeedStopped`` once
+    yields ``merger.IDLE`` while ``idle_stop()`` says a shutdown is pending (the merge ends there
+    when its output is at a whole transaction, else it keeps waiting); ``FeedStopped`` once
     ``stopped`` (a recorded ``error`` wins). At ``_END`` of a finite input the iterator ends when
     ``end_of_input_returns``; a feed whose input never ends (Spark's) counts it as stopped."""
     get = feed.queue.get  # type: ignore[attr-defined]
@@ -56,7 +49,7 @@ def drain_feed(feed: object, idle_stop: Callable[[], bool] | None, *,
                     raise feed.error from None  # type: ignore[attr-defined]
                 raise FeedStopped(feed.dn_id) from None  # type: ignore[attr-defined]
             if idle_stop is not None and idle_stop():
-                raise FeedIdle(feed.dn_id) from None  # type: ignore[attr-defined]
+                yield IDLE
             continue
         if item is _END:
             if feed.error is not None:  # type: ignore[attr-defined]
@@ -133,7 +126,7 @@ class DnFeed:
 
     def stream(self, idle_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
         """The DN's transactions for the merge (blocks while the DN has nothing newer). While it
-        waits, ``idle_stop()`` true raises ``FeedIdle`` (a shutdown that need not wait)."""
+        waits and ``idle_stop()`` is true it yields ``merger.IDLE`` (see ``drain_feed``)."""
         return drain_feed(self, idle_stop, end_of_input_returns=True)
 
     def stop(self) -> None:
@@ -186,89 +179,3 @@ def dn_source(dn, *, start_file: str | None, start_pos: int, server_id: int, bac
                     poll_interval=dn.poll_ms / 1000, should_stop=stopped.is_set)
     src.stop = stopped.set  # type: ignore[attr-defined]
     return src
-
-
-# -- the merge ----------------------------------------------------------------------------------------
-class LiveMerge:
-    """A blocking k-way merge of DN streams into one stream of ``DnTxn``s in ascending vtso, that a
-    DN can join: what ``gbinlog run`` hands to the pipeline core as one input, whose own
-    ``merger.merge`` then joins branches exactly as over separate DN streams.
-
-    Blocking as ``merger.merge`` is: a transaction is handed out only while every stream has a
-    head, so nothing smaller can still come. Ties (the branches of one transaction) go in DN
-    ``order`` (the config's DN order), the order ``merger.merge`` gives branches of DN streams in
-    that order, so the trace merge and the output bytes are the same as a batch build's.
-
-    ``add(dn, stream)`` (scale-out, called when an instruction branch is taken): the new DN's
-    transactions below the last vtso handed out (its history before it joined) are dropped; its
-    branch of the instruction has that very vtso and joins the others.
-    """
-
-    def __init__(self, order: dict[str, int]) -> None:
-        self.order = order
-        self.heap: list[tuple[str, int, str, DnTxn]] = []
-        self.its: dict[str, Iterator[DnTxn]] = {}
-        self.last: str | None = None
-        self.dropped = 0
-
-    @property
-    def dns(self) -> list[str]:
-        return list(self.its)
-
-    def add(self, dn_id: str, stream: Iterable[DnTxn]) -> None:
-        if dn_id in self.its:
-            raise ValueError(f"DN {dn_id} is already merged")
-        it = self.its[dn_id] = iter(stream)
-        self._refill(dn_id, it)
-
-    def refill(self, dn_id: str) -> None:
-        """Take DN ``dn_id``'s next head (after its stream was interrupted before giving one)."""
-        self._refill(dn_id, self.its[dn_id])
-
-    def _refill(self, dn_id: str, it: Iterator[DnTxn]) -> None:
-        last = self.last
-        for txn in it:
-            if last is not None and txn.vtso < last:
-                self.dropped += 1       # a joining DN's history before it joined
-                continue
-            heapq.heappush(self.heap, (txn.vtso, self.order[dn_id], dn_id, txn))
-            return
-
-    def __iter__(self) -> Iterator[DnTxn]:
-        heap = self.heap
-        while heap:
-            vtso, _, dn_id, txn = heapq.heappop(heap)
-            self.last = vtso
-            yield txn
-            self._refill(dn_id, self.its[dn_id])
-
-
-def storage_change(g: GlobalTxn | DnTxn) -> list[str] | None:
-    """The storage list of a ``StorageInstChange`` instruction (reference §5.1), else None.
-
-    The instruction row's columns are found by value: the type column reads ``StorageInstChange``
-    and the content column is JSON with ``storageInstList`` — no column names needed (a DN's table
-    map may carry none)."""
-    if g.kind is not TxnKind.INSTRUCTION or not g.blocks:
-        return None
-    from binlog.rows_events import decode_rows_event
-    from binlog.table_map import decode_table_map
-
-    block = g.blocks[0]
-    tm = block.events[0]
-    table_map = decode_table_map(tm.payload, tm.ctx)
-    for ev in block.events[1:]:
-        rows = decode_rows_event(ev.type_code, ev.payload, ev.ctx).rows(table_map)
-        for row in rows:
-            values = row if isinstance(row, (list, tuple)) else list(row.values())
-            texts = [v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v for v in values]
-            if "StorageInstChange" not in texts:
-                continue
-            for v in texts:
-                if isinstance(v, str) and "storageInstList" in v:
-                    try:
-                        return [str(x) for x in json.loads(v)["storageInstList"]]
-                    except (ValueError, KeyError, TypeError):
-                        return None
-    return None
-

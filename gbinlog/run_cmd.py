@@ -197,8 +197,6 @@ def format_status(doc: dict) -> str:
         b = st.get("binlog") or {}
         lines.append(f"  state.json: last vtso {st.get('last_vtso')}, binlog {b.get('file')}:{b.get('pos')}")
         for dn, p in sorted((st.get("dns") or {}).items()):
-            if dn == "live" and p is None:
-                continue  # gbinlog run's single pipeline input, not a DN
             lines.append(f"    DN {dn}: restart at " + (f"{p['file']}:{p['pos']}" if p else "its first file"))
     return "\n".join(lines)
 

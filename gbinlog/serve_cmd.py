@@ -80,12 +80,15 @@ def serve_command(directory: Path | None, port: int | None, host: str | None, us
             metrics = MetricsConfig(host=metrics.host, port=metrics_port)
         srv = apply_cli(srv, port=port, host=host, server_id=server_id, version=version, users=users,
                         admins=admins)
-        if not out.dir.is_dir():
-            raise ConfigError(f"{out.dir}: not a directory")
         cfg = endpoint_config(srv, out).validate()
     except (ConfigError, EndpointConfigError) as exc:
         fail("serve", str(exc))
         return
+    indexes = sorted(p.name for p in out.dir.glob("*.index")) if out.dir.is_dir() else []
+    if not out.dir.is_dir() or not indexes:
+        # A path error (exit 1, as the other commands): serving nothing would look like a working server.
+        fail("serve", f"{out.dir}: " + ("not a directory" if not out.dir.is_dir() else
+                                         "no binlog index (<base>.index) here: not a directory of binlog files"), 1)
     setup_logging(verbose, log_file)
 
     def ready(server) -> None:

@@ -1,12 +1,15 @@
 """Global merge of all DN streams (DESIGN.md §3, reference §4.3–§4.4, §2).
 
 The blocking k-way merge by vtso, heartbeat windows, the MergeBarrier branch join and the trace-id
-block merge. Public interface: ``merge(streams) -> Iterator[GlobalTxn]``.
+block merge, cluster membership (``StorageInstChange``). Public interface:
+``merge(streams, join=…, should_stop=…, membership=…) -> Iterator[GlobalTxn]``.
 """
 
 from merger.errors import BranchConflict, NonMonotonicMerge
-from merger.merge import merge
+from merger.membership import Membership, storage_change
+from merger.merge import IDLE, merge
 from merger.model import GlobalTxn
 from merger.trace_merge import merge_by_trace
 
-__all__ = ["BranchConflict", "GlobalTxn", "NonMonotonicMerge", "merge", "merge_by_trace"]
+__all__ = ["IDLE", "BranchConflict", "GlobalTxn", "Membership", "NonMonotonicMerge", "merge", "merge_by_trace",
+           "storage_change"]

@@ -1,18 +1,31 @@
-"""The global merge (reference §4.3–§4.4): blocking k-way merge by vtso, branch join, heartbeats."""
+"""The global merge (reference §4.3–§4.4): blocking k-way merge by vtso, branch join, heartbeats,
+cluster membership (DNs join and leave at ``StorageInstChange``), a clean stop between groups."""
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from extractor.model import DnTxn, TxnKind
 from extractor.vtso import vtso_is_tso
 from merger.errors import BranchConflict, NonMonotonicMerge
+from merger.membership import Membership, storage_change
 from merger.model import GlobalTxn
 from merger.trace_merge import merge_by_trace
 
+#: What a live DN stream yields instead of a transaction when a stop is pending and the DN has
+#: nothing newer yet: the merge ends there if the output is at a whole transaction.
+IDLE = object()
+_BROADCAST = (TxnKind.HEARTBEAT, TxnKind.DDL_MARK, TxnKind.INSTRUCTION)
+#: ``join(dn_id, vtso)`` → ``(rank, stream)`` of a DN that a ``StorageInstChange`` at ``vtso`` adds
+#: (rank: its place in the DN order, which orders the branches of one transaction), or None.
+Join = Callable[[str, str], "tuple[int, Iterable[DnTxn]] | None"]
 
-def merge(streams: Iterable[Iterable[DnTxn]]) -> Iterator[GlobalTxn]:
+
+def merge(streams: Iterable[Iterable[DnTxn]] | Mapping[str, Iterable[DnTxn]], *,
+          ranks: Mapping[str, int] | None = None, join: Join | None = None,
+          should_stop: Callable[[], bool] | None = None,
+          membership: Membership | None = None) -> Iterator[GlobalTxn]:
     """Merge every DN's ascending-vtso stream into whole transactions in global commit order.
 
     Blocking: a transaction is taken only while every DN stream that has not ended has a head item,
@@ -26,44 +39,128 @@ def merge(streams: Iterable[Iterable[DnTxn]]) -> Iterator[GlobalTxn]:
     branches form a heartbeat window, emitted once with one branch per DN. DML branches are merged
     by trace id (``merge_by_trace``). Non-TSO transactions are never joined.
 
+    Ties (the branches of one transaction) go in stream order, or by ``ranks`` (DN id → rank) when
+    ``streams`` maps DN ids to streams — the DN order, which a DN that joins later keeps.
+
+    Membership: at a ``StorageInstChange`` instruction, a listed DN that is not merged yet joins
+    (``join`` gives its stream; its transactions below the instruction go to
+    ``membership.prejoin``) and a merged DN that is not listed leaves after its branch of the
+    instruction (its stream is not read any more). ``should_stop()`` (checked after each output
+    transaction) ends the merge there; a live stream yields ``IDLE`` when a stop is pending and it
+    has nothing newer, and the merge ends at once if the output is at a whole transaction.
+
     The output vtso is strictly increasing; a decrease (or two different transactions with one
     vtso) raises ``NonMonotonicMerge`` naming the DN, file and offset.
     """
-    its = [iter(s) for s in streams]
-    heap: list[tuple[str, int, DnTxn]] = []
-    for i, it in enumerate(its):
-        first = next(it, None)
-        if first is not None:
-            heap.append((first.vtso, i, first))
-    heapq.heapify(heap)
-    last: DnTxn | None = None
-    held: list[DnTxn] = []
-    while heap:
-        vtso, i, txn = heapq.heappop(heap)
-        if last is not None and vtso <= last.vtso and not (held and vtso == last.vtso):
-            end = txn.end or txn.start
-            what = "goes down after" if vtso < last.vtso else "repeats"
-            raise NonMonotonicMerge(f"vtso {vtso} {what} {last.vtso} (DN {last.dn} at {last.end})",
-                                    dn=txn.dn, file=end.file, offset=end.offset)
-        last = txn
-        if txn.xid is None or not vtso_is_tso(vtso):
-            yield _one(txn)
-            _refill(heap, its, i)
-            continue
-        if held:
-            _check_join(held, txn)
-        held.append(txn)
-        _refill(heap, its, i)
-        if not heap or heap[0][0] != vtso:
-            yield _join(held)
-            held = []
+    return iter(_Merge(streams, ranks, join, should_stop, membership or Membership()))
 
 
-def _refill(heap: list, its: list[Iterator[DnTxn]], i: int) -> None:
-    """Wait for DN ``i``'s next transaction (blocking) and put it in the heap."""
-    nxt = next(its[i], None)
-    if nxt is not None:
-        heapq.heappush(heap, (nxt.vtso, i, nxt))
+class _Merge:
+    def __init__(self, streams, ranks: Mapping[str, int] | None, join: Join | None,
+                 should_stop: Callable[[], bool] | None, membership: Membership) -> None:
+        self.join = join
+        self.should_stop = should_stop or (lambda: False)
+        self.m = membership
+        self.heap: list[tuple[str, int, DnTxn]] = []
+        self.its: dict[int, Iterator] = {}
+        self.dn_of: dict[int, str] = {}
+        self.leaving: set[int] = set()
+        self.idle_start = False
+        if isinstance(streams, Mapping):
+            streams = [(ranks[dn] if ranks else rank, dn, s) for rank, (dn, s) in enumerate(streams.items())]
+        else:
+            streams = [(rank, None, s) for rank, s in enumerate(streams)]
+        for rank, dn, s in streams:
+            if dn is not None:
+                self.dn_of[rank] = dn
+            self.its[rank] = iter(s)
+            if not self._refill(rank):
+                self.idle_start = True      # stopped while starting: nothing handed out
+
+    def _refill(self, rank: int, floor: str | None = None) -> bool:
+        """Wait for DN ``rank``'s next transaction and put it in the heap (nothing when its stream
+        ended or the DN left). False: ``IDLE`` (a stop is pending, the DN has nothing newer)."""
+        it = self.its.get(rank)
+        if it is None:
+            return True
+        if rank in self.leaving:
+            del self.its[rank]              # scale-in: nothing after its branch of the instruction
+            return True
+        for txn in it:
+            if txn is IDLE:
+                return False
+            if floor is not None and txn.vtso < floor:
+                self.m.prejoin.append(txn)  # a joining DN's history before it joined
+                continue
+            self.dn_of[rank] = txn.dn
+            heapq.heappush(self.heap, (txn.vtso, rank, txn))
+            return True
+        del self.its[rank]
+        return True
+
+    def _wait(self, rank: int, floor: str | None = None) -> None:
+        """``_refill`` that waits through ``IDLE`` (the group is not provably whole yet)."""
+        while not self._refill(rank, floor):
+            pass
+
+    def _membership(self, txn: DnTxn) -> None:
+        dns = storage_change(txn)
+        if dns is None:
+            return
+        merged = {dn: rank for rank, dn in self.dn_of.items() if rank in self.its or rank in self.leaving}
+        for rank, dn in self.dn_of.items():
+            if dn not in dns and rank in self.its and dn not in self.m.left:
+                self.m.left[dn] = txn.vtso
+                self.leaving.add(rank)
+        for dn in dns:
+            if dn in merged or dn in self.m.left or self.join is None:
+                continue
+            added = self.join(dn, txn.vtso)
+            if added is None:
+                continue
+            rank, stream = added
+            self.m.joined[dn] = txn.vtso
+            self.dn_of[rank] = dn
+            self.its[rank] = iter(stream)
+            self._wait(rank, floor=txn.vtso)
+
+    def __iter__(self) -> Iterator[GlobalTxn]:
+        if self.idle_start:
+            return
+        heap, should_stop = self.heap, self.should_stop
+        last: DnTxn | None = None
+        held: list[DnTxn] = []
+        while heap:
+            vtso, rank, txn = heapq.heappop(heap)
+            if last is not None and vtso <= last.vtso and not (held and vtso == last.vtso):
+                end = txn.end or txn.start
+                what = "goes down after" if vtso < last.vtso else "repeats"
+                raise NonMonotonicMerge(f"vtso {vtso} {what} {last.vtso} (DN {last.dn} at {last.end})",
+                                        dn=txn.dn, file=end.file, offset=end.offset)
+            last = txn
+            if txn.kind is TxnKind.INSTRUCTION and not held:
+                self._membership(txn)
+            if txn.xid is None or not vtso_is_tso(vtso):
+                yield _one(txn)
+                if should_stop() or not self._refill(rank):
+                    return
+                continue
+            if held:
+                _check_join(held, txn)
+            held.append(txn)
+            if not self._refill(rank):
+                if txn.kind in _BROADCAST:
+                    # one branch per DN: the others' branches of this group are in the heap
+                    while heap and heap[0][0] == vtso:
+                        held.append(heapq.heappop(heap)[2])
+                    yield _join(held)
+                    return
+                self._wait(rank)            # not provably whole: wait for the DN after all
+            if not heap or heap[0][0] != vtso:
+                yield _join(held)
+                held = []
+                if should_stop():
+                    return
 
 
 def _one(txn: DnTxn) -> GlobalTxn:

@@ -148,6 +148,7 @@ def one_line(r: subprocess.CompletedProcess, code: int, needle: str) -> str:
     return err[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input(w, case):
     name, argv, code, needle = case
@@ -187,6 +188,7 @@ def _config(tmp_path: Path, out: Path, server_port: int) -> Path:
     return cfg
 
 
+@pytest.mark.slow
 def test_run_failed_start_leaves_nothing_and_keeps_the_last_good_status(tmp_path):
     # a fresh output directory: the failed start (endpoint port in use) creates nothing at all
     out = tmp_path / "out"

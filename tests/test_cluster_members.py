@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from binlog import read_events
-from extractor.members import ClusterIncomplete, check_complete, dn_instruction
+from extractor.members import ClusterIncomplete, check_complete, check_dn_dirs, dn_instruction
 from gbinlog.local_engine import Settings, build
 from simulator.run import simulate
 
@@ -72,6 +72,10 @@ def test_every_dn_names_the_cluster_and_its_start():
     check_complete(scale)
     with pytest.raises(ClusterIncomplete, match="DN dn1 is missing"):
         check_complete({k: v for k, v in scale.items() if k != "dn1"})
+    # a DN that joined by scale-out: its StorageInstChange (later in the others' binlogs) names it
+    with pytest.raises(ClusterIncomplete, match="DN dn2 is missing: a StorageInstChange instruction in DN dn0"):
+        check_dn_dirs({f"dn{i}": ROOT / "fixtures/scale-2dn" / f"dn{i}" for i in range(2)})
+    check_dn_dirs({f"dn{i}": ROOT / "fixtures/scale-2dn" / f"dn{i}" for i in range(3)})
     # a DN capture without any instruction (purged files, a real fragment) is not checked
     check_complete({"dn0": None, "dn1": None})
 
@@ -102,6 +106,14 @@ def test_build_two_clusters_without_overlap(tmp_path, others):
     assert not out.exists()
 
 
+def test_build_missing_the_dn_that_joined_later(tmp_path):
+    out = tmp_path / "out"
+    scale = ROOT / "fixtures" / "scale-2dn"
+    r = cli("build", f"--dn={scale / 'dn0'}", f"--dn={scale / 'dn1'}", f"--out={out}")
+    one_line(r, 1, "DN dn2 is missing", "StorageInstChange")
+    assert not out.exists()
+
+
 def test_build_whole_cluster_passes(tmp_path):
     r = cli("build", *[f"--dn={BANK / f'dn{i}'}" for i in range(4)], f"--out={tmp_path / 'out'}")
     assert r.returncode == 0, r.stderr
@@ -114,6 +126,7 @@ def _run_config(tmp_path: Path, dns: list[Path]) -> Path:
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing", "extra", "two_clusters"])
 def test_run_refuses(tmp_path, others, case):
     dns = {"missing": [BANK / "dn0", BANK / "dn1", BANK / "dn2"],

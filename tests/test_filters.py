@@ -107,6 +107,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_run_with_exclude_feeds_a_mariadb_replica_without_the_audit_tables(tmp_path):
     truth = json.loads((BANK / "truth.json").read_text())
     assert "bank.audit_log" in truth["tables"] and truth["tables"]["bank.audit_log"]["rows"]

@@ -16,6 +16,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from gbinlog import __version__
 from gbinlog.metrics import Metrics, health_of
 from gbinlog.replica import free_port
@@ -76,6 +78,7 @@ def test_paths_and_health_rules_of_the_metrics_server(tmp_path):
     assert health_of({**doc, "state": "failed", "error": "boom"}) == (False, "state failed: boom")
 
 
+@pytest.mark.slow
 def test_healthz_503_while_a_dn_stalls_and_200_after(tmp_path):
     cluster = tmp_path / "cluster"
     sim = subprocess.Popen([sys.executable, "-m", "gbinlog.cli", "simulate", "--live", "--workload", "bank",

@@ -50,8 +50,7 @@ def test_dn_joins_mid_run_downstream_never_notices(tmp_path):
         attach(replica, server_port)
         st = wait_for(lambda: status(out) or None, 10, "status.json")
         assert next(d for d in st["dns"] if d["dn"] == "dn2")["state"] == "standby"
-        joined = wait_for(lambda: (out / "live.json").exists() and json.loads((out / "live.json").read_text())
-                          ["joined"], DURATION + 10, "dn2 to join")
+        joined = wait_for(lambda: status(out)["merge"]["joined"], DURATION + 10, "dn2 to join")
         assert list(joined) == ["dn2"]
         wait_for(lambda: next((d for d in status(out)["dns"] if d["dn"] == "dn2"), {}).get("txns", 0) > 5, 15,
                  "transactions from dn2")
@@ -64,6 +63,9 @@ def test_dn_joins_mid_run_downstream_never_notices(tmp_path):
         st = status(out)
         assert st["merge"]["dns"] == ["dn0", "dn1", "dn2"] and "dn2" in st["merge"]["joined"]
         assert svc.terminate() == 0, svc.log_text()[-3000:]
+        state = json.loads((out / "state.json").read_text())
+        assert list(state["joined"]) == ["dn2"] and sorted(state["dns"]) == ["dn0", "dn1", "dn2"]
+        assert not (out / "live.json").exists()
     finally:
         svc.ensure_stopped()
         replica.stop()

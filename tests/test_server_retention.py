@@ -10,12 +10,18 @@ import os
 import re
 import shutil
 import socket
+import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from binlog import read_all
 from dumper.server import ServerConfig, start_in_thread
-from tests.test_server_support import USERS, RawClient, header, write_sample_binlog
+from gbinlog.replica import free_port
+from simulator.live import LiveSimulation
+from tests.test_live_support import Service, wait_for
+from tests.test_server_support import PASSWORD, USER, USERS, RawClient, header, write_sample_binlog
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,3 +139,52 @@ def test_max_total_size_never_purges_what_a_stuck_replica_reads_and_it_then_comp
     assert lines and all("by retention (max_total_size)" in line for line in lines)
     tos = [re.search(r"TO '([^']+)'", line)[1] for line in lines]
     assert tos == sorted(tos) and tos[-1] == left[0]
+
+
+@pytest.mark.slow
+def test_run_purges_its_own_growing_output_and_resumes_after(tmp_path):
+    """The same retention inside ``gbinlog run`` (its endpoint's task): the output stays within
+    max_total_size while the pipeline writes, the index never names a removed file, a replica reads
+    what is left to the end, and a restart resumes on the purged directory."""
+    sim = LiveSimulation("bank", 2, tmp_path / "cluster", tps=150, duration=8, seed=11)
+    sim_thread = threading.Thread(target=sim.run, daemon=True)
+    sim_thread.start()
+    out = tmp_path / "global"
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f'[output]\ndir = "{out}"\nrotate_size = "16KB"\nmax_total_size = "64KB"\n'
+                   f'[server]\nport = {free_port()}\nusers = [{{ name = "{USER}", password = "{PASSWORD}" }}]\n'
+                   + "".join(f'[[dn]]\nid = "dn{i}"\ndir = "{tmp_path / "cluster" / f"dn{i}"}"\npoll_ms = 10\n'
+                             for i in range(2)))
+    svc = Service(cfg, tmp_path / "run.log")
+    try:
+        svc.start()
+        wait_for(lambda: (out / "binlog.index").exists(), 20, "the first global binlog file")
+        missing_twice, last_missing = [], set()
+        while sim_thread.is_alive():
+            missing = {n for n in index(out) if not (out / n).exists()}
+            missing_twice += sorted(missing & last_missing)   # a name listed but gone on two looks
+            last_missing = missing
+            time.sleep(0.1)
+        time.sleep(5)                                         # the run catches up, two retention rounds
+        files = index(out)
+        assert not missing_twice, missing_twice
+        assert int(files[0].rsplit(".", 1)[1]) > 3 and all((out / n).exists() for n in files)
+        assert sum((out / n).stat().st_size for n in files[:-1]) <= 64 << 10
+        on_disk = sorted(p.name for p in out.glob("binlog.0*"))
+        assert on_disk == files
+        port = int(re.search(r"port = (\d+)", cfg.read_text())[1])
+        c = RawClient(port)
+        c.query("SET @master_binlog_checksum = 'CRC32'")
+        n = sum(1 for _ in c.dump(files[0], 4, flags=1))      # non-blocking: to the end, then EOF
+        assert n > 20
+        c.close()
+        assert svc.terminate() == 0, svc.log.read_text()
+        svc.start()                                           # resume on the purged directory
+        time.sleep(3)
+        assert svc.alive(), svc.log.read_text()
+        assert svc.terminate() == 0
+        assert "Traceback" not in svc.log.read_text()
+    finally:
+        svc.ensure_stopped()
+        sim.stop()
+        sim_thread.join(30)

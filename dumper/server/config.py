@@ -54,7 +54,7 @@ class ServerConfig:
     # Retention (retention.py): 0 = off. The newest file and files a connected replica reads stay.
     expire_logs_seconds: float = 0.0
     max_total_size: int = 0
-    retention_interval: float = 10.0
+    retention_interval: float = 2.0
     stats_interval: float = 1.0        # per-replica figures (replicas.py) are sampled this often
 
     def __post_init__(self) -> None:

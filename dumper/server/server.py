@@ -55,6 +55,17 @@ _INLINE_QUERY = 4096
 _SWITCH_INTERVAL = 0.0005
 
 
+def _answer_framed(answer: Callable[[Session, object], list[bytes]], session: Session, request: object,
+                   seq: int) -> tuple[bytes, int]:
+    """A worker thread's whole job for one long query: answer it and frame the answer (a result of
+    500,000 columns is as many packets: framing it on the loop would stall it too)."""
+    out = []
+    for payload in answer(session, request):
+        data, seq = p.frame(payload, seq)
+        out.append(data)
+    return b"".join(out), seq
+
+
 def _lower_priority() -> None:
     """Query workers run at a lower OS priority than the event loop (Linux: per-thread nice), so a
     busy worker does not take a CPU the loop needs for logins and dumps."""
@@ -274,7 +285,10 @@ class BinlogServer:
             elif cmd == COM_INIT_DB:
                 conn.send(self.queries.init_db(session, payload[1:]))
             elif cmd in STMT_COMMANDS:
-                conn.send(self.queries.prepared.handle(session, payload))
+                if len(payload) <= _INLINE_QUERY:
+                    conn.send(self.queries.prepared.handle(session, payload))
+                else:   # a long statement (or its parameters): the worker thread, as a long query
+                    await self._in_worker(conn, self.queries.prepared.handle, session, payload)
             elif cmd == COM_RESET_CONNECTION:
                 session.reset()
                 conn.send([p.ok_packet(status=session.status)])
@@ -304,19 +318,14 @@ class BinlogServer:
                                  s.conn_id, "ok" if answer[0][:1] == b"\0" else p.error_text(answer[0]))
             conn.send(answer)
             return
-        assert self._loop is not None
-        data, conn.seq = await self._loop.run_in_executor(self._query_pool, self._answer_framed, conn.session,
-                                                          sql, conn.seq)
-        conn.writer.write(data)
+        await self._in_worker(conn, self.queries.handle, conn.session, sql)
 
-    def _answer_framed(self, session: Session, sql: str, seq: int) -> tuple[bytes, int]:
-        """A worker thread's whole job for one long query: answer it and frame the answer (a result
-        of 500,000 columns is as many packets: framing it on the loop would stall it too)."""
-        out = []
-        for payload in self.queries.handle(session, sql):
-            data, seq = p.frame(payload, seq)
-            out.append(data)
-        return b"".join(out), seq
+    async def _in_worker(self, conn: _Connection, answer: Callable[[Session, object], list[bytes]],
+                         session: Session, request: object) -> None:
+        assert self._loop is not None
+        data, conn.seq = await self._loop.run_in_executor(self._query_pool, _answer_framed, answer, session,
+                                                          request, conn.seq)
+        conn.writer.write(data)
 
     def _register_slave(self, session: Session, body: bytes) -> bytes:
         try:

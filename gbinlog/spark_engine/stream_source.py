@@ -1,8 +1,8 @@
 """The streaming side of ``dnbinlog``: ``spark.readStream.format("dnbinlog")``.
 
-Options: ``dns`` (JSON list of ``{"id", "dir", "storage_seq", "standby"}``) and ``out`` (the
-output directory: its ``state.json`` holds the durable restart points, ``live.json`` the DNs that
-joined).
+Options: ``dns`` (JSON list of ``{"id", "dir", "storage_seq"}``) and ``out`` (the output
+directory: its ``state.json`` holds the durable restart points, ``spark-read-dns.json`` the DNs the
+pipeline has opened — a standby DN is read once it joined).
 
 An offset is, per active DN, the end of what the DN had written when the batch was planned
 (``[file, size]``) and the restart point the output had made durable then (``state.json``; None:
@@ -48,10 +48,15 @@ def durable_restart_points(out: str) -> dict[str, list | None]:
     return points
 
 
-def joined_dns(out: str) -> set[str]:
+READ_DNS_FILE = "spark-read-dns.json"
+
+
+def read_dns(out: str) -> set[str]:
+    """The DNs the pipeline has opened (``<out>/spark-read-dns.json``, written by the driver when a
+    DN is opened — at the start or when it joins): the ones the source reads."""
     try:
-        return set(json.loads(Path(out, "live.json").read_text(encoding="utf-8")).get("joined", {}))
-    except (OSError, ValueError, AttributeError):
+        return set(json.loads(Path(out, READ_DNS_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
         return set()
 
 
@@ -68,10 +73,10 @@ class DnBinlogStreamReader(DataSourceStreamReader):
     def _ends(self) -> dict[str, list]:
         from extractor.source import list_binlog_files
 
-        joined = joined_dns(self.out)
+        reading = read_dns(self.out)
         ends = {}
         for d in self.dns:
-            if d.get("standby") and d["id"] not in joined:
+            if d["id"] not in reading:
                 continue
             directory = Path(d["dir"])
             names = list_binlog_files(directory) if directory.is_dir() else []

@@ -1,7 +1,8 @@
 """``gbinlog run --engine spark``: the live service with Structured Streaming doing the DN side.
 
 Everything but the DN feeds is ``gbinlog.live.LiveRunner`` (lock, recovery, endpoint, metrics,
-status, the live merge and the pipeline core ``run_pipeline``: shape → dump → checkpoint). Here
+status and the pipeline ``dumper.pipeline.Pipeline``: merge → shape → dump → checkpoint, one input
+per DN). Here
 the feeds are filled by a streaming query over ``dnbinlog`` (``stream_source``): each micro-batch,
 executors read every DN from its durable restart point to the bytes written so far and assemble
 its transactions; the driver's ``foreachBatch`` collects them as Arrow, drops per DN what it has
@@ -35,6 +36,7 @@ from extractor.vtso import vtso_tso
 from gbinlog.config import Config, DnConfig
 from gbinlog.live import LiveRunner, RunError
 from gbinlog.live_feed import _END, drain_feed
+from gbinlog.spark_engine.stream_source import READ_DNS_FILE
 
 log = logging.getLogger(__name__)
 CHECKPOINT_DIR = "spark-checkpoint"
@@ -106,7 +108,7 @@ class SparkFeed:
         return self
 
     def stream(self, idle_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
-        """As ``DnFeed.stream``: blocks while the DN has nothing newer; ``FeedIdle`` when a
+        """As ``DnFeed.stream``: blocks while the DN has nothing newer; ``merger.IDLE`` while a
         shutdown is pending and it waits, ``FeedStopped`` once stopped."""
         return drain_feed(self, idle_stop, end_of_input_returns=False)
 
@@ -159,8 +161,12 @@ class SparkLiveRunner(LiveRunner):
             self.spark = spark_session(self.master, self.conf, app_name="gbinlog-run")
         except SparkUnavailable as exc:
             raise RunError(str(exc)) from None
-        dns = [{"id": d.id, "dir": str(d.dir), "storage_seq": self.seqs[d.id], "standby": d.standby}
-               for d in self.cfg.dn]
+        from extractor.vtso import storage_sequences
+
+        # the storage sequences the pipeline uses: state.json's, or all configured DNs' at first
+        seqs = dict(self.state.storage_seqs) if self.state else storage_sequences([d.id for d in self.cfg.dn])
+        self._write_read_dns([d.id for d in self._initial_dns()])
+        dns = [{"id": d.id, "dir": str(d.dir), "storage_seq": seqs[d.id]} for d in self.cfg.dn]
         reader = (self.spark.readStream.format("dnbinlog").option("dns", json.dumps(dns))
                   .option("out", str(self.out)).load())
         writer = (reader.writeStream.foreachBatch(self._batch)
@@ -196,10 +202,18 @@ class SparkLiveRunner(LiveRunner):
                 feed = self.spark_feeds[dn_id] = SparkFeed(dn_id, str(dn.dir) if dn else "?")
             return feed
 
-    def _feed(self, dn: DnConfig) -> SparkFeed:  # type: ignore[override]
+    def _feed(self, dn: DnConfig, restart=None, storage_seq: str = "") -> SparkFeed:  # type: ignore[override]
+        """The pipeline opens a DN (at the start, or when it joins): the streaming source reads it
+        from the next batch on, from its durable restart point (``READ_DNS_FILE``)."""
         feed = self._spark_feed(dn.id)
         self.feeds[dn.id] = feed  # type: ignore[assignment]
+        self._write_read_dns(list(self.feeds))
         return feed
+
+    def _write_read_dns(self, dns: list[str]) -> None:
+        tmp = self.out / f".{READ_DNS_FILE}.tmp"
+        tmp.write_text(json.dumps(sorted(set(dns))) + "\n")
+        os.replace(tmp, self.out / READ_DNS_FILE)
 
     def _batch(self, df, batch_id: int) -> None:
         """foreachBatch: the batch's DN transactions to the feeds, per DN in the DN's order."""
