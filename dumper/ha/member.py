@@ -53,6 +53,7 @@ class Member:
         self._thread: threading.Thread | None = None
         self.store_error: str | None = None
         self.transitions: list[tuple[float, str, int]] = []    # (wall time, role, epoch)
+        self._last_role = FOLLOWER
 
     # -- the state others read ----------------------------------------------------------------------
     @property
@@ -66,7 +67,6 @@ class Member:
     # -- one step of the lease loop (the thread calls it; tests call it with a fake clock) ------------
     def tick(self) -> str:
         s = self.settings
-        was = self.role
         sent_at = self._mono()
         try:
             now = self.store.now_ms()
@@ -88,10 +88,16 @@ class Member:
             self.store_error = str(exc)
             if not self.fence.valid():
                 self.fence.revoke()
+        return self._note_role()
+
+    def _note_role(self) -> str:
+        """Log a change of role since the last tick (also a fence that ran out between ticks, e.g.
+        while the process was stopped)."""
         role = self.role
-        if role != was:
+        if role != self._last_role:
+            self._last_role = role
             self.transitions.append((time.time(), role, self.fence.epoch))
-            log.warning("HA member %s: %s (epoch %d)", s.member, role, self.fence.epoch)
+            log.warning("HA member %s: %s (epoch %d)", self.settings.member, role, self.fence.epoch)
         return role
 
     def step_down(self) -> bool:
@@ -100,8 +106,8 @@ class Member:
         held = self.fence.deadline > 0
         self.fence.revoke()
         self._sit_out_until = self._mono() + self.settings.lease_ms / 1000
+        self._note_role()
         if held:
-            self.transitions.append((time.time(), FOLLOWER, epoch))
             try:
                 return self.store.release(self.settings.member, epoch)
             except LeaseStoreError:
