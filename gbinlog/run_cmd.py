@@ -180,6 +180,9 @@ def format_status(doc: dict) -> str:
             if d.get("last_error") and d.get("state") != "streaming":
                 line += f"  last error: {d['last_error']}"
         lines.append(line)
+    if doc.get("ha"):
+        from gbinlog.ha import format_ha
+        lines += format_ha(doc["ha"])
     reps = doc.get("replicas")
     if reps is not None:
         lines.append(f"  replicas attached: {len(reps)}")
