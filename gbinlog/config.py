@@ -140,6 +140,16 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class HaConfig:
+    """``[ha]``: this ``gbinlog run`` is one member of a leader + followers group (dumper.ha)."""
+
+    member: str = ""             # this member's name, unique in the group; "" = no HA
+    address: str = ""            # host:port replicas reach this member's endpoint at [default server host:port]
+    lease_ms: int = 3000         # the leader lease; a dead leader is replaced within about this long
+    store: str | None = None     # the lease store URL, shared by every member [default: metadb]
+
+
+@dataclass(frozen=True, slots=True)
 class SourceConfig:
     """How DNs are read over the replication protocol."""
 
@@ -170,6 +180,7 @@ class Config:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)
+    ha: HaConfig = field(default_factory=HaConfig)
     metadb: str | None = None    # meta store URL (sqlite:///path or mysql://…); default <out>/meta.db
     path: Path | None = None     # the file it was read from (not a key)
 
@@ -327,6 +338,28 @@ def validate(cfg: Config) -> None:
         raise ConfigError("source: backoff_initial_ms must be ≥ 1 and backoff_max_ms ≥ backoff_initial_ms")
     if cfg.metadb is not None and not re.match(r"^(sqlite|mysql|mariadb)(\+\w+)?://", cfg.metadb):
         raise ConfigError(f"metadb: expected sqlite:///path or mysql://user:pw@host:port/db, got {cfg.metadb!r}")
+    validate_ha(cfg)
+
+
+def validate_ha(cfg: Config) -> None:
+    """``[ha]``: a member name, a lease of at least 300 ms, and a lease store every member shares."""
+    ha = cfg.ha
+    if not ha.member:
+        if ha != HaConfig():
+            raise ConfigError("ha.member: required when [ha] is given (this member's name)")
+        return
+    if not _DN_ID.match(ha.member):
+        raise ConfigError(f"ha.member: {ha.member!r} is not a name (letters, digits, _ . -)")
+    if ha.lease_ms < 300:
+        raise ConfigError(f"ha.lease_ms: must be at least 300, got {ha.lease_ms}")
+    store = ha.store or cfg.metadb
+    if store is None:
+        raise ConfigError("ha.store: the members share the lease: give ha.store or metadb (sqlite:///path on one "
+                          "host, mysql://… across hosts)")
+    if not re.match(r"^(sqlite|mysql|mariadb)(\+\w+)?://", store):
+        raise ConfigError(f"ha.store: expected sqlite:///path or mysql://user:pw@host:port/db, got {store!r}")
+    if not cfg.server.port and not ha.address:
+        raise ConfigError("ha.address: required when server.port is 0 (where replicas reach this member)")
 
 
 def validate_server(srv: ServerConfig, *, need_users: bool = True) -> None:

@@ -123,6 +123,7 @@ class LiveRunner:
         self._rates: dict[str, deque] = {}
         self._stalled: set[str] = set()
         self.started = False
+        self.ha: Any = None                   # gbinlog.ha.HaAgent with an [ha] config
 
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -195,6 +196,9 @@ class LiveRunner:
                                f"{exc.strerror or exc}") from None
         if cfg.server.port:
             self._start_endpoint()
+        if cfg.ha.member:
+            from gbinlog.ha import HaAgent
+            self.ha = HaAgent(self).start()
         self._status_thread = threading.Thread(target=self._status_loop, name="gbinlog-status", daemon=True)
         self._status_thread.start()
 
@@ -331,6 +335,9 @@ class LiveRunner:
                 self._write_status()
             except OSError:
                 pass
+        if self.ha is not None:
+            self.ha.close()
+            self.ha = None
         if self.endpoint is not None:
             self.endpoint.stop()
             self.endpoint = None
@@ -412,6 +419,8 @@ class LiveRunner:
 
     def _write_status(self) -> None:
         st = self.status()
+        if self.ha is not None:
+            st["ha"] = self.ha.status()
         m = self.metrics
         for d in st["dns"]:
             if "events" not in d:

@@ -78,6 +78,9 @@ def purge_plan(server: BinlogServer, now: float) -> tuple[str | None, str, list[
 
 def purge_once(server: BinlogServer, now: float | None = None) -> list[str]:
     """One retention round on the server's loop; returns the files removed."""
+    gate = getattr(server, "purge_gate", None)     # HA: only the leader purges (gbinlog.ha)
+    if gate is not None and not gate():
+        return []
     keep_from, reason, held = purge_plan(server, time.time() if now is None else now)
     if held:
         readers = sorted({f"{d.session.user}@{d.session.host}" for d in server.dumps() if d.file in held})

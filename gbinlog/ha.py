@@ -1,0 +1,147 @@
+"""``gbinlog run`` as one member of an HA group (issue 18): the ``[ha]`` glue between the runner and
+``dumper.ha`` (lease thread, status, metrics, the purge gate).
+
+Every member runs its own pipeline from the DNs into its own output directory and serves it: the
+output is deterministic, so all members hold byte-identical files at the same file:pos and GTIDs,
+and each keeps its own DN restart points (README, "High availability", says why this and not
+copying the leader's files). The lease decides the one member that does leader-only writes:
+retention purges (gated by the fence); the others keep their files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily
+
+from dumper.ha import LEADER, HaSettings, LeaseStore, LeaseStoreError, Member, MemberRow
+
+
+def settings_of(cfg: Any, port: int | None) -> HaSettings:
+    ha = cfg.ha
+    address = ha.address or f"{cfg.server.host}:{port or cfg.server.port}"
+    return HaSettings(member=ha.member, address=address, lease_ms=ha.lease_ms, store=ha.store or cfg.metadb)
+
+
+def output_position(out: Path, base: str = "binlog") -> tuple[str, int]:
+    """(newest file, its size): how far this member has written."""
+    try:
+        names = [n for n in (out / f"{base}.index").read_text().split() if n]
+    except OSError:
+        return "", 0
+    if not names:
+        return "", 0
+    name = os.path.basename(names[-1])
+    try:
+        return name, os.stat(out / name).st_size
+    except OSError:
+        return name, 0
+
+
+def bytes_behind(out: Path, mine: tuple[str, int], theirs: tuple[str, int], rotate_size: int) -> int:
+    """How many bytes ``theirs`` is past ``mine`` (0 if not): files are byte-identical across members,
+    so the sizes of files this member has finished count for both; its current file and a file it
+    has not got yet count as ``rotate_size`` (an estimate: a file rotates once past it)."""
+    (f1, p1), (f2, p2) = mine, theirs
+    if not f2 or (f1, p1) >= (f2, p2):
+        return 0
+    if f1 == f2:
+        return p2 - p1
+    n1, n2 = int(f1.rsplit(".", 1)[1]) if f1 else 0, int(f2.rsplit(".", 1)[1])
+    base = f2.rsplit(".", 1)[0]
+    total = -p1 + p2
+    for n in range(max(n1, 1), n2):
+        try:
+            size = os.stat(out / f"{base}.{n:06d}").st_size
+        except OSError:
+            size = rotate_size
+        # the file this member is still writing ends (rotates) at rotate_size at least
+        total += max(size, rotate_size) if n == n1 else size
+    return max(0, total)
+
+
+class HaAgent:
+    """The member of one runner: ``start()``, ``status()``, ``close()``; registers its gauges."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        port = runner.endpoint.port if runner.endpoint is not None else None
+        self.settings = settings_of(runner.cfg, port)
+        try:
+            store = LeaseStore.open(self.settings.store)
+        except LeaseStoreError as exc:
+            from gbinlog.live import RunError
+            raise RunError(f"ha.store: {exc}") from None
+        self.member = Member(self.settings, store, position=self._position)
+        self._rows: list[MemberRow] = []
+
+    def _position(self) -> tuple[str, int, str]:
+        file, pos = output_position(self.runner.out)
+        p = self.runner.progress
+        return file, pos, (p.last_vtso or "") if p is not None else ""
+
+    def start(self) -> HaAgent:
+        self.member.start()
+        server = self.runner.endpoint.server if self.runner.endpoint is not None else None
+        if server is not None:
+            server.purge_gate = self.member.fence.valid      # only the leader purges (retention)
+        self.runner.metrics.registry.register(_HaCollector(self))
+        return self
+
+    def close(self) -> None:
+        self.member.close()
+
+    def status(self) -> dict:
+        m = self.member
+        try:
+            rows = m.store.members()
+            self._rows = rows
+        except LeaseStoreError:
+            rows = self._rows
+        leader = m.leader()
+        mine = output_position(self.runner.out)
+        lead_row = next((r for r in rows if r.member == leader.get("member")), None)
+        lag = bytes_behind(self.runner.out, mine, (lead_row.file, lead_row.pos) if lead_row else ("", 0),
+                           self.runner.cfg.output.rotate_size)
+        return {"member": self.settings.member, "address": self.settings.address, "role": m.role,
+                "epoch": m.epoch, "lease_ms": self.settings.lease_ms,
+                "leader": leader.get("member") or None, "leader_address": leader.get("address") or None,
+                "leader_epoch": leader.get("epoch"), "lag_bytes": lag, "store_error": m.store_error,
+                "transitions": [{"time": round(t, 3), "role": r, "epoch": e} for t, r, e in m.transitions[-20:]],
+                "members": [{"member": r.member, "address": r.address, "role": r.role, "epoch": r.epoch,
+                             "file": r.file, "pos": r.pos, "vtso": r.vtso} for r in rows]}
+
+
+class _HaCollector:
+    """gbinlog_ha_role (1 leader, 0 follower), gbinlog_ha_epoch, gbinlog_ha_lag_bytes, read at scrape."""
+
+    def __init__(self, agent: HaAgent) -> None:
+        self.agent = agent
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        st = (self.agent.runner._last_status or {}).get("ha") or {}
+        m = self.agent.member
+        yield GaugeMetricFamily("gbinlog_ha_role", "1 while this member is the leader, 0 as a follower",
+                                value=1.0 if m.role == LEADER else 0.0)
+        yield GaugeMetricFamily("gbinlog_ha_epoch", "The fencing epoch this member last held or saw granted",
+                                value=float(m.epoch))
+        yield GaugeMetricFamily("gbinlog_ha_lag_bytes", "Bytes this member's files are behind the leader's",
+                                value=float(st.get("lag_bytes") or 0))
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())
+
+
+def format_ha(ha: dict) -> list[str]:
+    """The ``gbinlog status`` lines of the HA group."""
+    lines = [f"  HA member {ha['member']} ({ha['address']}): {ha['role']}, epoch {ha['epoch']}; leader "
+             f"{ha.get('leader') or '-'} at {ha.get('leader_address') or '-'} (epoch {ha.get('leader_epoch')}); "
+             f"lag {ha.get('lag_bytes', 0):,} bytes" + (f"; store error: {ha['store_error']}"
+                                                         if ha.get("store_error") else "")]
+    for r in ha.get("members", []):
+        lines.append(f"    member {r['member']:<10} {r['role']:<8} epoch {r['epoch']:<4} {r['address']}  "
+                     f"at {r['file'] or '-'}:{r['pos']}  vtso {r['vtso'] or '-'}")
+    return lines
