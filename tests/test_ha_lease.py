@@ -211,3 +211,23 @@ def test_threads_stop_cleanly(tmp_path):
     m.close()
     assert LeaseStore.open(tmp_path / "m.db").read().holder == ""       # released on close
     assert not any(t.name == "gbinlog-ha-a" for t in threading.enumerate())
+
+
+def test_step_down_request_is_seen_at_the_next_renewal(store_url):
+    clock = Clock()
+    mono = lambda: clock.ms / 1000  # noqa: E731
+    a, b = (Member(HaSettings(n, n, lease_ms=LEASE), LeaseStore.open(store_url, clock=clock), monotonic=mono)
+            for n in "ab")
+    try:
+        assert a.tick() == "leader" and b.tick() == "follower"
+        assert not b.store.request_step_down(7)          # not the current epoch: nothing asked
+        assert a.tick() == "leader"
+        assert b.store.request_step_down(1)
+        assert a.tick() == "follower" and a.store.read().holder == ""
+        assert b.tick() == "leader" and b.epoch == 2
+        assert not b.store.step_down_requested(2)        # the request was for epoch 1 only
+        clock.ms += 300
+        assert b.tick() == "leader"
+    finally:
+        a.close()
+        b.close()

@@ -10,6 +10,8 @@ cannot both win; ``rowcount`` says who did):
 - ``renew``: the holder pushes ``expires_ms`` out, only while the row still names it *with its
   epoch* and the lease has not expired. A stale epoch, an expired lease or another holder: refused.
 - ``release``: the holder ends its lease early (step-down); a stale epoch changes nothing.
+- ``request_step_down``: anyone (``gbinlog ha step-down``) asks the holder of an epoch to hand over;
+  the holder sees it at its next renewal and releases.
 
 Fencing: the member keeps a local deadline, ``lease_ms`` (less a drift margin) after the moment
 it *sent* the acquire/renew, on its monotonic clock. The store set ``expires_ms`` from its clock
@@ -73,7 +75,8 @@ def _ddl(mysql: bool) -> list[str]:
     text = "VARCHAR(255)" if mysql else "TEXT"
     return [
         f"CREATE TABLE IF NOT EXISTS gbinlog_ha_lease (name {text} PRIMARY KEY, holder {text} NOT NULL, "
-        f"address {text} NOT NULL, epoch BIGINT NOT NULL, expires_ms BIGINT NOT NULL)",
+        f"address {text} NOT NULL, epoch BIGINT NOT NULL, expires_ms BIGINT NOT NULL, "
+        "step_down BIGINT NOT NULL DEFAULT 0)",
         f"CREATE TABLE IF NOT EXISTS gbinlog_ha_member (member {text} PRIMARY KEY, address {text} NOT NULL, "
         f"role {text} NOT NULL, epoch BIGINT NOT NULL, file {text} NOT NULL, pos BIGINT NOT NULL, "
         f"vtso {text} NOT NULL, seen_ms BIGINT NOT NULL)",
@@ -94,7 +97,7 @@ class LeaseStore:
         for sql in _ddl(mysql):
             self._execute(sql)
         ignore = "INSERT IGNORE" if mysql else "INSERT OR IGNORE"
-        self._execute(f"{ignore} INTO gbinlog_ha_lease VALUES ({self._p}, '', '', 0, 0)", (LEASE_NAME,))
+        self._execute(f"{ignore} INTO gbinlog_ha_lease VALUES ({self._p}, '', '', 0, 0, 0)", (LEASE_NAME,))
 
     # -- opening ------------------------------------------------------------------------------------
     @classmethod
@@ -200,6 +203,17 @@ class LeaseStore:
         n, _ = self._execute(f"UPDATE gbinlog_ha_lease SET holder = '', expires_ms = 0 WHERE name = {p} "
                              f"AND holder = {p} AND epoch = {p}", (LEASE_NAME, member, epoch))
         return n == 1
+
+    def request_step_down(self, epoch: int) -> bool:
+        """Ask the holder of ``epoch`` to hand over (False: that epoch no longer holds the lease)."""
+        p = self._p
+        n, _ = self._execute(f"UPDATE gbinlog_ha_lease SET step_down = {p} WHERE name = {p} AND epoch = {p} "
+                             "AND holder <> ''", (epoch, LEASE_NAME, epoch))
+        return n == 1
+
+    def step_down_requested(self, epoch: int) -> bool:
+        rows = self._execute(f"SELECT step_down FROM gbinlog_ha_lease WHERE name = {self._p}", (LEASE_NAME,))[1]
+        return int(rows[0][0]) == epoch
 
     # -- member rows (what `gbinlog status` shows of every member) ----------------------------------
     def report(self, row: MemberRow) -> None:

@@ -73,6 +73,8 @@ class Member:
             if self.fence.deadline > 0:            # we held it: renew (a stale epoch is refused)
                 if self.store.renew(s.member, self.fence.epoch, s.lease_ms, now):
                     self.fence.grant(self.fence.epoch, sent_at, s.lease_ms)
+                    if self.store.step_down_requested(self.fence.epoch):   # `gbinlog ha step-down`
+                        self.step_down()
                 else:
                     self.fence.revoke()
             if self.fence.deadline == 0 and sent_at >= self._sit_out_until:
