@@ -111,7 +111,9 @@ def test_step_down_hands_over(store_url):
         assert ms[1].tick() == "leader" and ms[1].epoch == 2
         assert {r.member: (r.role, r.epoch) for r in ms[2].store.members()} == {
             "a": ("follower", 1), "b": ("leader", 2), "c": ("follower", 0)}
-        assert ms[2].leader()["member"] == "b"
+        assert ms[2].leader()["member"] == "a"             # its view is as of its last tick
+        assert ms[2].tick() == "follower" and ms[2].leader()["member"] == "b"
+        assert {r.member for r in ms[2].members()} == {"a", "b", "c"}
     finally:
         for m in ms:
             m.close()
