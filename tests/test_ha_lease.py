@@ -233,3 +233,21 @@ def test_step_down_request_is_seen_at_the_next_renewal(store_url):
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.slow
+def test_mysql_store_reconnects_after_losing_its_connection(mariadb):
+    """A failed call is one LeaseStoreError; the next call connects anew (to the same database)."""
+    from dumper.ha import LeaseStoreError
+    store = LeaseStore.open(f"mysql://root@/ha_reconnect?unix_socket={mariadb.socket}")
+    try:
+        assert store.acquire("a", "h:1", 60_000, store.now_ms()) == 1
+        conn_id = store.conn.thread_id()
+        mariadb.query(f"KILL CONNECTION {conn_id}")
+        with pytest.raises(LeaseStoreError):
+            store.read()
+        row = store.read()
+        assert (row.holder, row.epoch) == ("a", 1) and store.conn.thread_id() != conn_id
+        assert store.renew("a", 1, 60_000, store.now_ms())
+    finally:
+        store.close()

@@ -87,8 +87,10 @@ class LeaseStore:
     """The lease and member rows in SQLite (``sqlite:///path`` or a path) or MySQL/MariaDB
     (``mysql://user:pw@host:port/db``, ``?unix_socket=``). One connection, used under a lock."""
 
-    def __init__(self, conn: Any, *, mysql: bool, where: str, clock: Callable[[], int] | None = None) -> None:
+    def __init__(self, conn: Any, *, mysql: bool, where: str, clock: Callable[[], int] | None = None,
+                 reconnect: Callable[[], Any] | None = None) -> None:
         self.conn = conn
+        self._reconnect = reconnect      # MySQL: a new connection after one failed (the store came back)
         self.mysql = mysql
         self.where = where
         self._p = "%s" if mysql else "?"
@@ -132,16 +134,16 @@ class LeaseStore:
         else:
             kwargs["host"] = parts.hostname or "127.0.0.1"
             kwargs["port"] = parts.port or 3306
-        conn = pymysql.connect(**kwargs)
-        with conn.cursor() as cur:
+        with pymysql.connect(**kwargs) as first, first.cursor() as cur:
             cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database.replace('`', '``')}`")
-        conn.select_db(database)
-        return cls(conn, mysql=True, where=f"{parts.scheme}://{parts.hostname or query.get('unix_socket', '')}/{database}",
-                   clock=clock)
+        connect = lambda: pymysql.connect(**kwargs, database=database)  # noqa: E731
+        return cls(connect(), mysql=True, clock=clock, reconnect=connect,
+                   where=f"{parts.scheme}://{parts.hostname or query.get('unix_socket', '')}/{database}")
 
     def close(self) -> None:
         try:
-            self.conn.close()
+            if self.conn is not None:
+                self.conn.close()
         except Exception:  # noqa: BLE001 - closing a broken connection
             pass
 
@@ -150,17 +152,17 @@ class LeaseStore:
         with self._lock:
             try:
                 if self.mysql:
+                    if self.conn is None:
+                        self.conn = self._reconnect()
                     with self.conn.cursor() as cur:
                         n = cur.execute(sql, args)
                         return n, list(cur.fetchall())
                 cur = self.conn.execute(sql, args)
                 return cur.rowcount, cur.fetchall()
             except Exception as exc:  # noqa: BLE001 - one typed error for the member loop
-                if self.mysql:
-                    try:
-                        self.conn.ping(reconnect=True)    # the next call may find the store back
-                    except Exception:  # noqa: BLE001
-                        pass
+                if self.mysql and self._reconnect is not None:
+                    self.close()
+                    self.conn = None                      # the next call connects anew
                 raise LeaseStoreError(f"lease store {self.where}: {exc}") from None
 
     def now_ms(self) -> int:

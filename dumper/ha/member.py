@@ -85,6 +85,8 @@ class Member:
             file, pos, vtso = self.position()
             self.store.report(MemberRow(s.member, s.address, self.role, self.fence.epoch, file, pos, vtso, now))
             self.view = (self.store.read(), self.store.members(), now)
+            if self.store_error is not None:
+                log.warning("HA member %s: lease store reachable again", s.member)
             self.store_error = None
         except LeaseStoreError as exc:     # the fence runs out by itself; nothing else to do
             if self.store_error is None:
