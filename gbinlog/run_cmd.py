@@ -36,11 +36,6 @@ def _load(cmd: str, config: str | None):
         fail(cmd, str(exc))
 
 
-def _logging(verbose: int) -> None:
-    level = logging.WARNING if verbose == 0 else (logging.INFO if verbose == 1 else logging.DEBUG)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-
-
 @click.command("run", cls=OneLineErrors)
 @click.option("--config", "config", type=str, default=None, metavar="FILE",
               help=f"cluster.toml [default: $GBINLOG_CONFIG or ./{DEFAULT_CONFIG}]")
@@ -50,16 +45,18 @@ def _logging(verbose: int) -> None:
 @click.option("--conf", "confs", multiple=True, metavar="K=V", help="Spark setting (--engine spark), repeatable")
 @click.option("--trigger", default=None, help="Spark micro-batch trigger, e.g. '500 milliseconds' "
               "[default: as fast as possible]")
-@click.option("-v", "--verbose", count=True, help="-v info, -vv debug logging on stderr")
+@click.option("-v", "--verbose", count=True, help="-v info (incl. the endpoint's session log), -vv debug, on stderr")
+@click.option("--log-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the info log (session log: logins, dumps, PURGE) to this file.")
 def run_command(config: str | None, engine: str, master: str | None, confs: tuple[str, ...],
-                trigger: str | None, verbose: int) -> None:
+                trigger: str | None, verbose: int, log_file: Path | None) -> None:
     """Run the live service: read every DN, merge, shape, write and serve the global binlog.
 
     SIGTERM / SIGINT stop it cleanly (flush, fsync, state.json); after a SIGKILL the next start
     recovers and goes on from the restart points."""
     from gbinlog.live import ClusterRefused, LiveRunner, RunError, ShutdownAbort
-
-    _logging(verbose)
+    from gbinlog.serve_cmd import setup_logging
+    setup_logging(verbose, log_file, "run")
     cfg = _load("run", config)
     if engine == "spark":
         from gbinlog.spark_engine.streaming import SparkLiveRunner

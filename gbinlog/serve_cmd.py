@@ -18,7 +18,7 @@ from gbinlog.run_cmd import OneLineErrors, fail
 SESSION_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def setup_logging(verbose: int, log_file: Path | None) -> None:
+def setup_logging(verbose: int, log_file: Path | None, cmd: str = "serve") -> None:
     """``-v``: the session log (logins, dumps, PURGE) at info; ``-vv`` debug; ``--log-file`` also
     writes it to a file (info and up, even without ``-v``)."""
     level = logging.WARNING if verbose == 0 else (logging.INFO if verbose == 1 else logging.DEBUG)
@@ -28,7 +28,7 @@ def setup_logging(verbose: int, log_file: Path | None) -> None:
         try:
             fh = logging.FileHandler(log_file)
         except OSError as exc:
-            fail("serve", f"--log-file {log_file}: {exc.strerror or exc}")
+            fail(cmd, f"--log-file {log_file}: {exc.strerror or exc}")
             raise
         fh.setLevel(min(level, logging.INFO))
         handlers.append(fh)

@@ -8,9 +8,9 @@ and left, at which vtso — what ``state.json`` keeps so a restart reads the sam
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
+from extractor.members import instruction_of
 from extractor.model import DnTxn, TxnKind
 
 
@@ -26,29 +26,11 @@ class Membership:
 
 
 def storage_change(txn: DnTxn) -> list[str] | None:
-    """The storage list of a ``StorageInstChange`` instruction branch, else None.
-
-    The instruction row's columns are found by value: the type column reads ``StorageInstChange``
-    and the content column is JSON with ``storageInstList`` — no column names needed (a DN's table
-    map may carry none)."""
-    if txn.kind is not TxnKind.INSTRUCTION or not txn.blocks:
+    """The storage list of a ``StorageInstChange`` instruction branch, else None (the row is read
+    by ``extractor.members.instruction_of``)."""
+    if txn.kind is not TxnKind.INSTRUCTION:
         return None
-    from binlog.rows_events import decode_rows_event
-    from binlog.table_map import decode_table_map
-
-    block = txn.blocks[0]
-    tm = block.events[0]
-    table_map = decode_table_map(tm.payload, tm.ctx)
-    for ev in block.events[1:]:
-        for row in decode_rows_event(ev.type_code, ev.payload, ev.ctx).rows(table_map):
-            values = row if isinstance(row, (list, tuple)) else list(row.values())
-            texts = [v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v for v in values]
-            if "StorageInstChange" not in texts:
-                continue
-            for v in texts:
-                if isinstance(v, str) and "storageInstList" in v:
-                    try:
-                        return [str(x) for x in json.loads(v)["storageInstList"]]
-                    except (ValueError, KeyError, TypeError):
-                        return None
-    return None
+    found = instruction_of(txn)
+    if found is None or found.type != "StorageInstChange":
+        return None
+    return list(found.storage)

@@ -138,6 +138,13 @@ def test_a_driver_with_server_side_prepared_statements_gets_the_logical_columns(
         assert cur.fetchall() == [(1, "NO"), (2, "YES"), (3, "YES"), (4, "NO")]
         cur.execute("SHOW CREATE TABLE ddl.t1")
         assert cur.fetchall()[0][1].startswith("CREATE TABLE `t1`")
+        # Debezium's prepared GTID_SUBTRACT(?, ?) of the server's set and its own
+        plain0 = conn.cursor()
+        plain0.execute("SELECT @@gtid_executed")
+        executed = plain0.fetchall()[0][0]
+        uuid, last = executed.split(":")[0], int(executed.rsplit("-", 1)[1])
+        cur.execute("SELECT GTID_SUBTRACT(?, ?)", (executed, f"{uuid}:1-100"))
+        assert cur.fetchall() == [(f"{uuid}:101-{last}",)]
         with pytest.raises(mysql.connector.Error) as info:
             cur.execute("UPDATE ddl.t1 SET amount = ? WHERE id = ?", (1, 2))
         assert info.value.errno == 1290 and "UPDATE is refused" in info.value.msg
@@ -259,7 +266,7 @@ def test_show_create_table_on_a_fresh_mariadb_gives_our_information_schema_colum
 CONNECT_STATEMENTS = [
     # Debezium (MySqlConnection / BinlogConnectorConnection)
     ("SET autocommit=0", None),
-    ("SHOW GLOBAL VARIABLES LIKE 'GTID_MODE'", None),
+    ("SHOW GLOBAL VARIABLES LIKE 'GTID_MODE'", ("gtid_mode", "ON")),
     ("SHOW GLOBAL VARIABLES LIKE 'binlog_format'", ("binlog_format", "ROW")),
     ("SHOW GLOBAL VARIABLES LIKE 'binlog_row_image'", ("binlog_row_image", "FULL")),
     ("SHOW VARIABLES WHERE Variable_name IN ('character_set_server','collation_server')",

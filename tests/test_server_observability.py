@@ -66,6 +66,7 @@ def read_until(events, file: str, pos: int) -> None:
             return
 
 
+@pytest.mark.slow
 def test_serve_metrics_show_a_replicas_position_advancing_and_the_session_log(tmp_path):
     src = write_sample_binlog(tmp_path / "src", txns=60, files=6)
     out = tmp_path / "served"

@@ -10,6 +10,8 @@ import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -141,6 +143,19 @@ def test_max_total_size_never_purges_what_a_stuck_replica_reads_and_it_then_comp
     assert tos == sorted(tos) and tos[-1] == left[0]
 
 
+class LoggingService(Service):
+    """``gbinlog run -v --log-file F``."""
+
+    session_log: Path
+
+    def start(self) -> None:
+        self.starts += 1
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen([sys.executable, "-m", "gbinlog.cli", "run", "--config", str(self.config),
+                                          "--log-file", str(self.session_log)],
+                                         cwd=ROOT, stdout=fh, stderr=fh, start_new_session=True)
+
+
 @pytest.mark.slow
 def test_run_purges_its_own_growing_output_and_resumes_after(tmp_path):
     """The same retention inside ``gbinlog run`` (its endpoint's task): the output stays within
@@ -155,7 +170,8 @@ def test_run_purges_its_own_growing_output_and_resumes_after(tmp_path):
                    f'[server]\nport = {free_port()}\nusers = [{{ name = "{USER}", password = "{PASSWORD}" }}]\n'
                    + "".join(f'[[dn]]\nid = "dn{i}"\ndir = "{tmp_path / "cluster" / f"dn{i}"}"\npoll_ms = 10\n'
                              for i in range(2)))
-    svc = Service(cfg, tmp_path / "run.log")
+    svc = LoggingService(cfg, tmp_path / "run.log")
+    svc.session_log = tmp_path / "session.log"
     try:
         svc.start()
         wait_for(lambda: (out / "binlog.index").exists(), 20, "the first global binlog file")
@@ -184,6 +200,10 @@ def test_run_purges_its_own_growing_output_and_resumes_after(tmp_path):
         assert svc.alive(), svc.log.read_text()
         assert svc.terminate() == 0
         assert "Traceback" not in svc.log.read_text()
+        text = svc.session_log.read_text()          # run --log-file: the endpoint's session log
+        assert f"login ok user={USER} from=127.0.0.1" in text and "dump start" in text
+        purges = re.findall(r"PURGE BINARY LOGS TO '(binlog\.\d+)' by retention \(max_total_size\)", text)
+        assert purges == sorted(purges) and purges[-1] <= files[0] and len(purges) >= 2
     finally:
         svc.ensure_stopped()
         sim.stop()

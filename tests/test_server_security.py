@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -218,6 +219,27 @@ def test_capture_of_a_tls_login_holds_no_password_and_no_replayable_scramble(tls
     assert replayable_forms(PASSWORD, rec.nonce())["native scramble"] in bytes(rec.up)
 
 
+def test_garbage_instead_of_a_tls_handshake_drops_that_client_only(tls_server, caplog):
+    h, cert = tls_server
+    caplog.set_level(logging.DEBUG, logger="gbinlog.serve")
+    for junk in (b"\x16\x03\x01\x00\x05hello", b"GET / HTTP/1.0\r\n\r\n", b""):
+        s = socket.create_connection(("127.0.0.1", h.port), timeout=10)
+        s.recv(4096)                                          # the handshake
+        ssl_request = struct.pack("<IIB", 0x200 | 0x8000 | 0x800 | 0x80000, 1 << 24, 33) + b"\0" * 23
+        s.sendall(struct.pack("<I", 32 | (1 << 24)) + ssl_request + junk)
+        if not junk:
+            s.shutdown(socket.SHUT_WR)
+        s.settimeout(10)
+        try:
+            while s.recv(4096):
+                pass
+        except (ConnectionError, TimeoutError):
+            pass
+        s.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]   # no traceback logged
+    pymysql.connect(host="127.0.0.1", port=h.port, user=USER, password=PASSWORD, ssl={"ca": str(cert)}).close()
+
+
 def test_plain_connection_refused_when_secure_transport_is_required(tmp_path):
     sample = write_sample_binlog(tmp_path / "bl", txns=3, files=1)
     with pytest.raises(ConfigError, match="require_secure_transport needs tls_cert"):
@@ -260,6 +282,7 @@ def test_missing_certificate_is_a_config_error(tmp_path):
 
 # -- a MariaDB replica over TLS ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_mariadb_replica_with_master_ssl_replicates_a_fixture_to_the_truth(tmp_path):
     name = "bank-4dn"
     truth = json.loads((ROOT / "fixtures" / name / "truth.json").read_text())

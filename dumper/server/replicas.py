@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,7 +30,9 @@ class ReplicaStats:
     def __init__(self, server: BinlogServer, interval: float = 1.0) -> None:
         self.server = server
         self.interval = interval
-        self._head: deque[tuple[tuple[str, int], float]] = deque()   # (head position, first time seen)
+        # Head positions (increasing) and when each was first seen: bisect finds when the head passed P.
+        self._keys: list[tuple[str, int]] = []
+        self._times: list[float] = []
         self._rates: dict[int, tuple[float, int, float]] = {}         # id(dump) -> (t, bytes, bytes/s)
         self.snapshot: list[dict] = []
 
@@ -44,21 +45,22 @@ class ReplicaStats:
             head = _key(files[-1], bdir.size(files[-1]))
         except OSError:
             return None
-        if not self._head or self._head[-1][0] < head:
-            self._head.append((head, now))
-        while self._head and now - self._head[0][1] > HISTORY and len(self._head) > 1:
-            self._head.popleft()
+        if not self._keys or self._keys[-1] < head:
+            self._keys.append(head)
+            self._times.append(now)
+        if len(self._times) > 1 and now - self._times[0] > HISTORY:
+            cut = bisect.bisect_left(self._times, now - HISTORY)
+            del self._keys[:cut], self._times[:cut]
         return head
 
     def _behind(self, pos: tuple[str, int], head: tuple[str, int] | None, now: float) -> float:
         """Seconds since the head first went past ``pos`` (0 at the head)."""
         if head is None or pos >= head:
             return 0.0
-        keys = [k for k, _ in self._head]
-        i = bisect.bisect_right(keys, pos)       # first sample beyond pos
-        if i >= len(keys):
+        i = bisect.bisect_right(self._keys, pos)       # first sample beyond pos
+        if i >= len(self._keys):
             return 0.0
-        return round(now - self._head[i][1], 3)
+        return round(now - self._times[i], 3)
 
     def _rate(self, dump: BinlogDump, now: float) -> float:
         prev = self._rates.get(id(dump))

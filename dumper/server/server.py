@@ -240,7 +240,7 @@ class BinlogServer:
             if ok:
                 self._conns[conn_id] = conn
                 await self._commands(conn, reader)
-        except (asyncio.IncompleteReadError, ConnectionError, p.ProtocolError, TimeoutError) as exc:
+        except (asyncio.IncompleteReadError, ConnectionError, p.ProtocolError, TimeoutError, ssl.SSLError) as exc:
             log.debug("connection %d closed: %r", conn_id, exc)
         except asyncio.CancelledError:
             pass
