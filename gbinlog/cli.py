@@ -15,11 +15,11 @@ def main() -> None:
 
 
 # Commands live in their own modules (one owner each); the CLI only wires them in.
-from gbinlog import build_cmd, position_cmd, run_cmd, serve_cmd  # noqa: E402
+from gbinlog import build_cmd, ha_cmd, position_cmd, run_cmd, serve_cmd  # noqa: E402
 from simulator.cli import simulate_command  # noqa: E402
 
 main.add_command(simulate_command)
-for _module in (build_cmd, serve_cmd, run_cmd, position_cmd):
+for _module in (build_cmd, serve_cmd, run_cmd, position_cmd, ha_cmd):
     for _command in _module.COMMANDS:
         main.add_command(_command)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 
-from dumper.ha import LEADER, HaSettings, LeaseStore, LeaseStoreError, Member, MemberRow
+from dumper.ha import LEADER, HaSettings, LeaseStore, LeaseStoreError, Member
 
 
 def settings_of(cfg: Any, port: int | None) -> HaSettings:
@@ -76,7 +76,6 @@ class HaAgent:
             from gbinlog.live import RunError
             raise RunError(f"ha.store: {exc}") from None
         self.member = Member(self.settings, store, position=self._position)
-        self._rows: list[MemberRow] = []
 
     def _position(self) -> tuple[str, int, str]:
         file, pos = output_position(self.runner.out)
@@ -96,11 +95,7 @@ class HaAgent:
 
     def status(self) -> dict:
         m = self.member
-        try:
-            rows = m.store.members()
-            self._rows = rows
-        except LeaseStoreError:
-            rows = self._rows
+        rows = m.members()
         leader = m.leader()
         mine = output_position(self.runner.out)
         lead_row = next((r for r in rows if r.member == leader.get("member")), None)

@@ -85,3 +85,28 @@ def test_retention_purges_only_through_the_gate(monkeypatch):
     assert retention.purge_once(server) == [] and server.bdir.purged == []
     server.purge_gate = lambda: True
     assert retention.purge_once(server) == ["binlog.000001"] and server.bdir.purged == ["binlog.000002"]
+
+
+def _cli(*args: str):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "gbinlog.cli", *args], capture_output=True, text=True)
+
+
+def test_step_down_command_errors(tmp_path):
+    plain = tmp_path / "plain.toml"
+    plain.write_text(f'[output]\ndir = "{tmp_path / "out"}"\n[server]\nport = 0\n[[dn]]\nid = "dn0"\ndir = "{tmp_path}"\n')
+    p = _cli("ha", "step-down", "--config", str(plain))
+    assert p.returncode == 2 and p.stderr == "gbinlog ha step-down: error: the config has no [ha] table (ha.member)\n"
+    member = tmp_path / "m.toml"
+    member.write_text(plain.read_text() + f'[ha]\nmember = "m1"\naddress = "h:1"\nstore = "sqlite:///{tmp_path / "ha.db"}"\n')
+    p = _cli("ha", "step-down", "--config", str(member))
+    assert p.returncode == 1, p.stderr
+    assert p.stderr == "gbinlog ha step-down: error: no member holds the lease now (no leader to step down)\n"
+    from dumper.ha import LeaseStore
+    with_leader = LeaseStore.open(tmp_path / "ha.db")
+    with_leader.acquire("m9", "h:9", 60_000, with_leader.now_ms())
+    p = _cli("ha", "step-down", "--config", str(member), "--timeout", "0.3")     # nobody there to take over
+    assert p.returncode == 1 and "no new leader within the timeout (m9 still leads)" in p.stderr, p.stderr
+    assert with_leader.step_down_requested(1)
+    with_leader.close()

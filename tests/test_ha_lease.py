@@ -111,7 +111,9 @@ def test_step_down_hands_over(store_url):
         assert ms[1].tick() == "leader" and ms[1].epoch == 2
         assert {r.member: (r.role, r.epoch) for r in ms[2].store.members()} == {
             "a": ("follower", 1), "b": ("leader", 2), "c": ("follower", 0)}
-        assert ms[2].leader()["member"] == "b"
+        assert ms[2].leader()["member"] == "a"             # its view is as of its last tick
+        assert ms[2].tick() == "follower" and ms[2].leader()["member"] == "b"
+        assert {r.member for r in ms[2].members()} == {"a", "b", "c"}
     finally:
         for m in ms:
             m.close()
@@ -211,3 +213,41 @@ def test_threads_stop_cleanly(tmp_path):
     m.close()
     assert LeaseStore.open(tmp_path / "m.db").read().holder == ""       # released on close
     assert not any(t.name == "gbinlog-ha-a" for t in threading.enumerate())
+
+
+def test_step_down_request_is_seen_at_the_next_renewal(store_url):
+    clock = Clock()
+    mono = lambda: clock.ms / 1000  # noqa: E731
+    a, b = (Member(HaSettings(n, n, lease_ms=LEASE), LeaseStore.open(store_url, clock=clock), monotonic=mono)
+            for n in "ab")
+    try:
+        assert a.tick() == "leader" and b.tick() == "follower"
+        assert not b.store.request_step_down(7)          # not the current epoch: nothing asked
+        assert a.tick() == "leader"
+        assert b.store.request_step_down(1)
+        assert a.tick() == "follower" and a.store.read().holder == ""
+        assert b.tick() == "leader" and b.epoch == 2
+        assert not b.store.step_down_requested(2)        # the request was for epoch 1 only
+        clock.ms += 300
+        assert b.tick() == "leader"
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.slow
+def test_mysql_store_reconnects_after_losing_its_connection(mariadb):
+    """A failed call is one LeaseStoreError; the next call connects anew (to the same database)."""
+    from dumper.ha import LeaseStoreError
+    store = LeaseStore.open(f"mysql://root@/ha_reconnect?unix_socket={mariadb.socket}")
+    try:
+        assert store.acquire("a", "h:1", 60_000, store.now_ms()) == 1
+        conn_id = store.conn.thread_id()
+        mariadb.query(f"KILL CONNECTION {conn_id}")
+        with pytest.raises(LeaseStoreError):
+            store.read()
+        row = store.read()
+        assert (row.holder, row.epoch) == ("a", 1) and store.conn.thread_id() != conn_id
+        assert store.renew("a", 1, 60_000, store.now_ms())
+    finally:
+        store.close()

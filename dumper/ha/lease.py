@@ -10,6 +10,8 @@ cannot both win; ``rowcount`` says who did):
 - ``renew``: the holder pushes ``expires_ms`` out, only while the row still names it *with its
   epoch* and the lease has not expired. A stale epoch, an expired lease or another holder: refused.
 - ``release``: the holder ends its lease early (step-down); a stale epoch changes nothing.
+- ``request_step_down``: anyone (``gbinlog ha step-down``) asks the holder of an epoch to hand over;
+  the holder sees it at its next renewal and releases.
 
 Fencing: the member keeps a local deadline, ``lease_ms`` (less a drift margin) after the moment
 it *sent* the acquire/renew, on its monotonic clock. The store set ``expires_ms`` from its clock
@@ -73,7 +75,8 @@ def _ddl(mysql: bool) -> list[str]:
     text = "VARCHAR(255)" if mysql else "TEXT"
     return [
         f"CREATE TABLE IF NOT EXISTS gbinlog_ha_lease (name {text} PRIMARY KEY, holder {text} NOT NULL, "
-        f"address {text} NOT NULL, epoch BIGINT NOT NULL, expires_ms BIGINT NOT NULL)",
+        f"address {text} NOT NULL, epoch BIGINT NOT NULL, expires_ms BIGINT NOT NULL, "
+        "step_down BIGINT NOT NULL DEFAULT 0)",
         f"CREATE TABLE IF NOT EXISTS gbinlog_ha_member (member {text} PRIMARY KEY, address {text} NOT NULL, "
         f"role {text} NOT NULL, epoch BIGINT NOT NULL, file {text} NOT NULL, pos BIGINT NOT NULL, "
         f"vtso {text} NOT NULL, seen_ms BIGINT NOT NULL)",
@@ -84,8 +87,10 @@ class LeaseStore:
     """The lease and member rows in SQLite (``sqlite:///path`` or a path) or MySQL/MariaDB
     (``mysql://user:pw@host:port/db``, ``?unix_socket=``). One connection, used under a lock."""
 
-    def __init__(self, conn: Any, *, mysql: bool, where: str, clock: Callable[[], int] | None = None) -> None:
+    def __init__(self, conn: Any, *, mysql: bool, where: str, clock: Callable[[], int] | None = None,
+                 reconnect: Callable[[], Any] | None = None) -> None:
         self.conn = conn
+        self._reconnect = reconnect      # MySQL: a new connection after one failed (the store came back)
         self.mysql = mysql
         self.where = where
         self._p = "%s" if mysql else "?"
@@ -94,7 +99,7 @@ class LeaseStore:
         for sql in _ddl(mysql):
             self._execute(sql)
         ignore = "INSERT IGNORE" if mysql else "INSERT OR IGNORE"
-        self._execute(f"{ignore} INTO gbinlog_ha_lease VALUES ({self._p}, '', '', 0, 0)", (LEASE_NAME,))
+        self._execute(f"{ignore} INTO gbinlog_ha_lease VALUES ({self._p}, '', '', 0, 0, 0)", (LEASE_NAME,))
 
     # -- opening ------------------------------------------------------------------------------------
     @classmethod
@@ -129,16 +134,16 @@ class LeaseStore:
         else:
             kwargs["host"] = parts.hostname or "127.0.0.1"
             kwargs["port"] = parts.port or 3306
-        conn = pymysql.connect(**kwargs)
-        with conn.cursor() as cur:
+        with pymysql.connect(**kwargs) as first, first.cursor() as cur:
             cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database.replace('`', '``')}`")
-        conn.select_db(database)
-        return cls(conn, mysql=True, where=f"{parts.scheme}://{parts.hostname or query.get('unix_socket', '')}/{database}",
-                   clock=clock)
+        connect = lambda: pymysql.connect(**kwargs, database=database)  # noqa: E731
+        return cls(connect(), mysql=True, clock=clock, reconnect=connect,
+                   where=f"{parts.scheme}://{parts.hostname or query.get('unix_socket', '')}/{database}")
 
     def close(self) -> None:
         try:
-            self.conn.close()
+            if self.conn is not None:
+                self.conn.close()
         except Exception:  # noqa: BLE001 - closing a broken connection
             pass
 
@@ -147,17 +152,17 @@ class LeaseStore:
         with self._lock:
             try:
                 if self.mysql:
+                    if self.conn is None:
+                        self.conn = self._reconnect()
                     with self.conn.cursor() as cur:
                         n = cur.execute(sql, args)
                         return n, list(cur.fetchall())
                 cur = self.conn.execute(sql, args)
                 return cur.rowcount, cur.fetchall()
             except Exception as exc:  # noqa: BLE001 - one typed error for the member loop
-                if self.mysql:
-                    try:
-                        self.conn.ping(reconnect=True)    # the next call may find the store back
-                    except Exception:  # noqa: BLE001
-                        pass
+                if self.mysql and self._reconnect is not None:
+                    self.close()
+                    self.conn = None                      # the next call connects anew
                 raise LeaseStoreError(f"lease store {self.where}: {exc}") from None
 
     def now_ms(self) -> int:
@@ -200,6 +205,17 @@ class LeaseStore:
         n, _ = self._execute(f"UPDATE gbinlog_ha_lease SET holder = '', expires_ms = 0 WHERE name = {p} "
                              f"AND holder = {p} AND epoch = {p}", (LEASE_NAME, member, epoch))
         return n == 1
+
+    def request_step_down(self, epoch: int) -> bool:
+        """Ask the holder of ``epoch`` to hand over (False: that epoch no longer holds the lease)."""
+        p = self._p
+        n, _ = self._execute(f"UPDATE gbinlog_ha_lease SET step_down = {p} WHERE name = {p} AND epoch = {p} "
+                             "AND holder <> ''", (epoch, LEASE_NAME, epoch))
+        return n == 1
+
+    def step_down_requested(self, epoch: int) -> bool:
+        rows = self._execute(f"SELECT step_down FROM gbinlog_ha_lease WHERE name = {self._p}", (LEASE_NAME,))[1]
+        return int(rows[0][0]) == epoch
 
     # -- member rows (what `gbinlog status` shows of every member) ----------------------------------
     def report(self, row: MemberRow) -> None:

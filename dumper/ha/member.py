@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dumper.ha.lease import Fence, LeaseStore, LeaseStoreError, MemberRow
+from dumper.ha.lease import Fence, LeaseRow, LeaseStore, LeaseStoreError, MemberRow
 
 log = logging.getLogger("gbinlog.ha")
 
@@ -54,6 +54,7 @@ class Member:
         self.store_error: str | None = None
         self.transitions: list[tuple[float, str, int]] = []    # (wall time, role, epoch)
         self._last_role = FOLLOWER
+        self.view: tuple[LeaseRow, list[MemberRow], int] | None = None   # the store as of the last tick
 
     # -- the state others read ----------------------------------------------------------------------
     @property
@@ -73,6 +74,8 @@ class Member:
             if self.fence.deadline > 0:            # we held it: renew (a stale epoch is refused)
                 if self.store.renew(s.member, self.fence.epoch, s.lease_ms, now):
                     self.fence.grant(self.fence.epoch, sent_at, s.lease_ms)
+                    if self.store.step_down_requested(self.fence.epoch):   # `gbinlog ha step-down`
+                        self.step_down()
                 else:
                     self.fence.revoke()
             if self.fence.deadline == 0 and sent_at >= self._sit_out_until:
@@ -81,6 +84,9 @@ class Member:
                     self.fence.grant(epoch, sent_at, s.lease_ms)
             file, pos, vtso = self.position()
             self.store.report(MemberRow(s.member, s.address, self.role, self.fence.epoch, file, pos, vtso, now))
+            self.view = (self.store.read(), self.store.members(), now)
+            if self.store_error is not None:
+                log.warning("HA member %s: lease store reachable again", s.member)
             self.store_error = None
         except LeaseStoreError as exc:     # the fence runs out by itself; nothing else to do
             if self.store_error is None:
@@ -115,14 +121,16 @@ class Member:
         return False
 
     def leader(self) -> dict:
-        """The lease row as the store has it now (``{}`` when the store cannot be read)."""
-        try:
-            row = self.store.read()
-            now = self.store.now_ms()
-        except LeaseStoreError:
+        """The lease row as of the last tick (``{}`` before one reached the store); never blocks on
+        the store (status must not hang while it is down)."""
+        if self.view is None:
             return {}
+        row, _, now = self.view
         return {"member": row.holder if row.live(now) else "", "address": row.address if row.live(now) else "",
                 "epoch": row.epoch, "expires_in_ms": max(0, row.expires_ms - now)}
+
+    def members(self) -> list[MemberRow]:
+        return self.view[1] if self.view is not None else []
 
     # -- the thread ---------------------------------------------------------------------------------
     def start(self) -> Member:
