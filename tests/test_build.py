@@ -214,6 +214,7 @@ class _NoPrecheck:
         return self.inner.stream(restart, storage_seq, should_stop)
 
 
+@pytest.mark.slow
 def test_out_dir_holding_another_clusters_binlog(two_clusters, tmp_path):
     a, b = two_clusters
     out = tmp_path / "out"

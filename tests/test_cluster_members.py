@@ -87,6 +87,7 @@ def test_build_missing_dn(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_build_extra_dn_of_another_cluster(tmp_path, others):
     out = tmp_path / "out"
     r = cli("build", *[f"--dn={BANK / f'dn{i}'}" for i in range(4)], f"--dn={others['five'] / 'dn4'}",

@@ -221,6 +221,7 @@ def replica(tmp_path_factory):
     server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gtids", [True, False], ids=["gtids-on", "gtids-off"])
 @pytest.mark.parametrize("name", sorted(p.parent.name for p in ROOT.glob("*/truth.json")))
 def test_a_mariadb_replica_replicates_every_fixture_with_gtids_on_and_off(replica, tmp_path, name, gtids):

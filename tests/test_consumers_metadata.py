@@ -153,6 +153,7 @@ def replica(tmp_path_factory):
     server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ddl-3dn", "mixed-2dn"])
 def test_the_80_dialect_reads_as_the_57_one_and_a_mariadb_replica_replicates_it(replica, tmp_path, name):
     """``server_version=8.0.36-gbinlog``: the FDE carries MySQL 8.0's post-header table (98-byte FDE

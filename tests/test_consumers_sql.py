@@ -401,6 +401,7 @@ SEEDS = ["SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_NAME = 
          "SHOW VARIABLES WHERE Variable_name LIKE ?", "SELECT * FROM information_schema.TABLES WHERE TABLE_SCHEMA=?"]
 
 
+@pytest.mark.slow
 def test_1000_fuzzed_stmt_and_query_packets_get_ok_err_or_a_result_set(ddl_server):
     rng = random.Random(15)
     client = RawClient(ddl_server.port)

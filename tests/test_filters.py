@@ -77,6 +77,7 @@ def _rows_by_table(text: str) -> dict[str, int]:
     return out
 
 
+@pytest.mark.slow
 def test_build_with_exclude_drops_rows_and_ddl_and_keeps_the_rest(tmp_path):
     plain, filtered = tmp_path / "plain", tmp_path / "filtered"
     assert cli("build", *DNS, f"--out={plain}").returncode == 0

@@ -93,6 +93,7 @@ def _cli(*args: str):
     return subprocess.run([sys.executable, "-m", "gbinlog.cli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_step_down_command_errors(tmp_path):
     plain = tmp_path / "plain.toml"
     plain.write_text(f'[output]\ndir = "{tmp_path / "out"}"\n[server]\nport = 0\n[[dn]]\nid = "dn0"\ndir = "{tmp_path}"\n')

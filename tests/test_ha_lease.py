@@ -130,6 +130,7 @@ _step = st.one_of(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_step, min_size=5, max_size=80),
        rates=st.tuples(*[st.sampled_from([0.97, 1.0, 1.03]) | st.floats(0.97, 1.03)] * 3))
+@pytest.mark.slow
 def test_random_schedules_never_two_leaders(tmp_path, steps, rates):
     """Members tick in any order or not at all (a paused process), with monotonic clocks up to 3 %
     fast or slow: at every step at most one member's fence is valid, that member is the store's

@@ -100,6 +100,7 @@ def test_port_in_use(tmp_path, dn_server, which):
     nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 def test_output_directory_in_use(tmp_path, dn_server):
     """A second ``gbinlog run`` on the same output directory is refused while the first runs."""
     work = tmp_path / "dn"

@@ -112,6 +112,7 @@ def test_restart_point_resumes_with_identical_vtsos(dn0):
             assert fingerprint(c.txns) == want[i + 1:], f"restart at {rp}"
 
 
+@pytest.mark.slow
 def test_server_outage_reconnects_and_loses_nothing(dn0, tmp_path):
     """The DN's endpoint goes away mid-stream (and comes back on the same port 1 s later): the source
     backs off, reconnects at the end of the last event it handed out, no txn lost or repeated."""
@@ -197,6 +198,7 @@ def test_corrupt_event_names_dn_file_offset(dn0):
             list(extract(src))
 
 
+@pytest.mark.slow
 def test_raw_events_from_a_real_mariadb_master(tmp_path):
     """A real MariaDB master streams its own binlog (two rotations, writes while we follow): every
     event we hand out is byte-identical to the event at that position in the master's files

@@ -95,6 +95,7 @@ def decoded_rows(path, *, schema_signedness=False):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row_metadata", ["FULL", "NO_LOG"])
 def test_every_column_type_from_a_real_server(tmp_path, row_metadata):
     srv = MariaDB.start(tmp_path / "m", log_bin=True,

@@ -63,6 +63,7 @@ def test_sqlite_history_matches_the_truth(tmp_path):
     assert [e.vtso for e in history] == sorted(e.vtso for e in history)
 
 
+@pytest.mark.slow
 def test_restart_as_of_any_point_gives_identical_output(tmp_path):
     path = tmp_path / "meta.db"
     txns = fixture_txns(NAME)

@@ -46,6 +46,7 @@ def position(out: Path, *args: str) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_by_gtid_set_tso_and_time(built):
     txns = transactions(built)
     uuid = read_all(built / "binlog.000001")[2].body.uuid
@@ -82,6 +83,7 @@ def test_a_consumer_started_at_the_answer_reads_exactly_what_the_set_lacks(built
     assert gnos == list(range(k + 1, len(txns) + 1))
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_1(built, tmp_path):
     uuid = read_all(built / "binlog.000001")[2].body.uuid
     for args, text in [(["--gtid", "nope"], "malformed GTID set"),

@@ -51,6 +51,7 @@ def replica(tmp_path_factory):
     server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES)
 def test_replica_of_each_fixtures_global_binlog_ends_with_the_truths_tables(replica, tmp_path, name):
     truth = json.loads((ROOT / "fixtures" / name / "truth.json").read_text())
@@ -87,6 +88,7 @@ def test_replica_of_each_fixtures_global_binlog_ends_with_the_truths_tables(repl
     assert len(files) >= 2, files  # rotation happened, so the dump crossed files
 
 
+@pytest.mark.slow
 def test_replica_keeps_up_while_a_build_grows_the_served_directory(replica, tmp_path):
     name = "bank-4dn"
     truth = json.loads((ROOT / "fixtures" / name / "truth.json").read_text())

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from binlog import read_all
 from dumper.server import ServerConfig, start_in_thread
 from tests.mariadb import MariaDB
@@ -56,6 +58,7 @@ def newest_position(master) -> tuple[str, int]:
     return last.name, read_all(last)[-1].end_pos
 
 
+@pytest.mark.slow
 def test_replica_of_a_live_mariadb_masters_binlogs_through_the_endpoint(tmp_path):
     master = MariaDB.start(tmp_path / "master", log_bin=True)
     replica = MariaDB.start(tmp_path / "replica", server_id=2)

@@ -47,6 +47,7 @@ def check_restarts(dn_dir: Path, storage_seq: str | None) -> int:
     return len(carriers)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES)
 def test_every_restart_point_of_every_fixture_regenerates_the_suffix(name):
     root = ROOT / "fixtures" / name

@@ -93,6 +93,7 @@ def test_two_thousand_connections_are_capped_with_err_1040(tmp_path):
                 time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_half_a_packet_after_login_is_closed_at_net_read_timeout(tmp_path):
     sample = write_sample_binlog(tmp_path / "bl", txns=3, files=1)
     with start_in_thread(ServerConfig(dir=sample.dir, users=USERS, net_read_timeout=0.5, wait_timeout=60)) as h:
@@ -107,6 +108,7 @@ def test_half_a_packet_after_login_is_closed_at_net_read_timeout(tmp_path):
         c.close()
 
 
+@pytest.mark.slow
 def test_idle_session_closed_at_wait_timeout_but_a_dump_is_not(tmp_path):
     sample = write_sample_binlog(tmp_path / "bl", txns=3, files=1)
     with start_in_thread(ServerConfig(dir=sample.dir, users=USERS, wait_timeout=0.5)) as h:

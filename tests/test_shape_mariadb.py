@@ -49,6 +49,7 @@ def drop_dbs(srv: MariaDB, t: dict) -> None:
         srv.query(f"DROP DATABASE IF EXISTS {quote_ident(db)}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ddl-3dn", "mixed-2dn"])
 def test_mariadb_replaying_shaped_sql_ends_with_the_truth(server, name):
     t = truth(name)

@@ -130,6 +130,7 @@ def replay(srv: MariaDB, t: dict) -> dict:
     return stats
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SETS)
 def test_replaying_the_truth_gives_its_final_tables(server, name):
     t = truth(name)

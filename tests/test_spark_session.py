@@ -53,6 +53,7 @@ def test_bad_conf_on_the_command_line(tmp_path):
     assert result.exit_code == 1 and "expected KEY=VALUE" in result.output
 
 
+@pytest.mark.slow
 def test_the_shared_session_has_the_small_machine_defaults(spark):  # noqa: F811
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.ui.enabled") == "false"
