@@ -26,17 +26,25 @@ class FilterError(ValueError):
     """A pattern that is not ``db`` or ``db.table``."""
 
 
-def _regex(part: str) -> str:
+def like_regex_source(pattern: str, globs: bool = False) -> str:
+    """The regex of a SQL LIKE pattern (``%`` any run, ``_`` one character, ``\\`` escapes; with
+    ``globs`` also ``*`` and ``?``, as the filters accept) — also what the endpoint's SHOW … LIKE uses."""
+    many, one = ("%*", "_?") if globs else ("%", "_")
     out, i = [], 0
-    while i < len(part):
-        c = part[i]
-        if c == "\\" and i + 1 < len(part):
-            out.append(re.escape(part[i + 1]))
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
             i += 2
             continue
-        out.append(".*" if c in "%*" else "." if c in "_?" else re.escape(c))
+        out.append(".*" if c in many else "." if c in one else re.escape(c))
         i += 1
     return "".join(out)
+
+
+def like_regex(pattern: str) -> re.Pattern:
+    """A compiled, whole-string, case-insensitive SQL LIKE."""
+    return re.compile(like_regex_source(pattern) + r"\Z", re.I | re.S)
 
 
 def compile_pattern(pattern: str) -> tuple[re.Pattern, re.Pattern, bool]:
@@ -47,7 +55,7 @@ def compile_pattern(pattern: str) -> tuple[re.Pattern, re.Pattern, bool]:
     if not db or (dot and not table) or "." in table:
         raise FilterError(f"filter pattern {pattern!r}: expected 'db' or 'db.table'")
     table = table if dot else "%"
-    return (re.compile(_regex(db), re.I | re.S), re.compile(_regex(table), re.I | re.S),
+    return (re.compile(like_regex_source(db, True), re.I | re.S), re.compile(like_regex_source(table, True), re.I | re.S),
             table in ("%", "*"))
 
 

@@ -27,6 +27,7 @@ from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
 from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword, filter_rows
 from dumper.server.variables import ARG_FUNCTIONS, FUNCTIONS, system_variables
+from schema_shaper.filters import like_regex
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer
@@ -141,20 +142,6 @@ def tokenize(sql: str) -> list[tuple[str, str]]:
         out.append((kind, m.group(kind)))
         pos = m.end()
     return out
-
-
-def _like(pattern: str) -> re.Pattern:
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z", re.I | re.S)
 
 
 # -- the handler --------------------------------------------------------------------------------------
@@ -445,7 +432,7 @@ class QueryHandler:
         match: Callable[[str], bool] = lambda name: True  # noqa: E731
         if words:
             if words[0] == "like" and len(toks) == 2 and toks[1][0] == "str":
-                rx = _like(_unquote(toks[1][1]))
+                rx = like_regex(_unquote(toks[1][1]))
                 match = lambda name: bool(rx.match(name))  # noqa: E731
             elif words[0] == "where":
                 rows = [[name, "" if value is None else str(value)] for name, value in sorted(variables.items())]

@@ -20,6 +20,7 @@ from sqlglot.errors import SqlglotError
 
 from dumper.server import protocol as p
 from dumper.server.catalog import Catalog, CatalogTable, quote
+from schema_shaper.filters import like_regex
 
 if TYPE_CHECKING:
     from dumper.server.queries import QueryHandler, Session
@@ -41,20 +42,6 @@ class ShowError(Exception):
         self.code = code
         self.message = message
         self.sqlstate = sqlstate
-
-
-def like_regex(pattern: str) -> re.Pattern:
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z", re.I | re.S)
 
 
 def filter_rows(columns: Sequence[p.Column], rows: list[list], condition: str) -> list[list]:
