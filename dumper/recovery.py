@@ -264,10 +264,7 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
             tail = fh.read(MARKER_SIZE)
         hint_marker = _marker_at(tail, 0, len(tail), last, at=hint[1] - MARKER_SIZE)
     scan = scan_file(path, hint[1] if hint_marker else None, hint_marker)
-    prev_rotate_ts = 0
     if scan.fde_end == 0:
-        # The crash hit while the file was being started: rewrite its magic + FDE, which carries
-        # the timestamp of the ROTATE that ended the previous file.
         if len(files) == 1:
             path.unlink()
             rec.actions.append(f"removed {last}: it never got a complete FORMAT_DESCRIPTION ({scan.problem})")
@@ -275,15 +272,8 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
             write_index(directory, files, base)
             rec.files = files
             return rec
-        _, prev_rotate_ts = _middle_file_marker(directory, files[-2])
-        head = file_start(server_id=server_id, server_version=server_version, timestamp=prev_rotate_ts,
-                          previous_gtids=previous(files[-2]))
-        with open(path, "wb") as fh:
-            fh.write(head)
-            fh.flush()
-            os.fsync(fh.fileno())
-        rec.actions.append(f"rewrote the start of {last} ({scan.problem})")
-        scan = scan_file(path)
+        scan = _rewrite_start(directory, files, scan, rec, server_id=server_id, server_version=server_version,
+                              previous=previous)
     marker = scan.last_marker
     keep_end = marker.end if marker is not None else scan.fde_end
     head_missing = False
@@ -305,22 +295,62 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
         what = scan.problem or "a transaction without its CTS marker"
         rec.actions.append(f"cut {scan.size - keep_end} bytes after offset {keep_end} of {last} ({what})")
     if head_missing:
-        with open(path, "r+b") as fh:
-            fh.seek(4)
-            fde_ts = HEADER_STRUCT.unpack(fh.read(HEADER_LEN))[0]
-            fh.seek(keep_end)
-            fh.write(previous_gtids_event(keep_end, fde_ts, server_id,
-                                          *previous(files[-2] if len(files) > 1 else None)))
-            fh.truncate()
-            keep_end = fh.tell()
-            fh.flush()
-            os.fsync(fh.fileno())
+        keep_end = _write_previous_gtids(path, keep_end, server_id, previous(files[-2] if len(files) > 1 else None))
         rec.actions.append(f"wrote the PREVIOUS_GTIDS of {last}")
     rec.last_marker = marker
     rec.last_vtso = marker.vtso if marker is not None else None
     rec.last_timestamp = marker.timestamp if marker is not None else 0
+    _finish_rotation(directory, files, scan, rec, closed, keep_end, server_id=server_id,
+                     server_version=server_version, max_file_size=max_file_size, previous=previous)
+    listed = list_index(directory, base)
+    if listed != files:
+        write_index(directory, files, base)
+        if listed is not None and listed != files[:len(listed)]:
+            rec.actions.append("rewrote binlog.index")
+    else:
+        fsync_dir(directory)
+    rec.files = files
+    return rec
+
+
+def _rewrite_start(directory: Path, files: list[str], scan: Scan, rec: Recovery, *, server_id: int,
+                   server_version: str, previous) -> Scan:
+    """The crash hit while the last file was being started: rewrite its magic + FDE (+
+    PREVIOUS_GTIDS), which carry the timestamp of the ROTATE that ended the previous file."""
+    path = directory / files[-1]
+    _, prev_rotate_ts = _middle_file_marker(directory, files[-2])
+    head = file_start(server_id=server_id, server_version=server_version, timestamp=prev_rotate_ts,
+                      previous_gtids=previous(files[-2]))
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.flush()
+        os.fsync(fh.fileno())
+    rec.actions.append(f"rewrote the start of {files[-1]} ({scan.problem})")
+    return scan_file(path)
+
+
+def _write_previous_gtids(path: Path, at: int, server_id: int, previous: tuple) -> int:
+    """Write the file's PREVIOUS_GTIDS at ``at`` (after its FDE) durably; returns its end."""
+    with open(path, "r+b") as fh:
+        fh.seek(4)
+        fde_ts = HEADER_STRUCT.unpack(fh.read(HEADER_LEN))[0]
+        fh.seek(at)
+        fh.write(previous_gtids_event(at, fde_ts, server_id, *previous))
+        fh.truncate()
+        end = fh.tell()
+        fh.flush()
+        os.fsync(fh.fileno())
+    return end
+
+
+def _finish_rotation(directory: Path, files: list[str], scan: Scan, rec: Recovery, closed: bool, keep_end: int, *,
+                     server_id: int, server_version: str, max_file_size: int, previous) -> None:
+    """A rotation cut short is finished as the writer would have: a ROTATE without its next file
+    gets the file; a file that reached the size limit without its ROTATE is rotated now. Sets
+    ``rec.position`` (the end of the data in the last file) and appends a started file to ``files``."""
+    last = files[-1]
+    path = directory / last
     if closed:
-        # ROTATE written, next file missing (or not indexed): start it as the writer would have.
         rot_ts = scan.after_marker[0][3]
         nxt = next_file_name(last)
         rec.position = _start_file(directory / nxt, file_start(server_id=server_id, server_version=server_version,
@@ -329,7 +359,6 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
         files.append(nxt)
         rec.actions.append(f"{last} ends with ROTATE: started {nxt}")
     elif rotation_due(keep_end, max_file_size) and scan.last_marker is not None:
-        # The txn that filled the file was written, its ROTATE was not: rotate now.
         nxt = next_file_name(last)
         ts = scan.last_marker.timestamp
         with open(path, "ab") as fh:
@@ -342,15 +371,6 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
         rec.actions.append(f"{last} is full ({keep_end} bytes) and had no ROTATE: rotated to {nxt}")
     else:
         rec.position = keep_end
-    listed = list_index(directory, base)
-    if listed != files:
-        write_index(directory, files, base)
-        if listed is not None and listed != files[:len(listed)]:
-            rec.actions.append("rewrote binlog.index")
-    else:
-        fsync_dir(directory)
-    rec.files = files
-    return rec
 
 
 def list_index(directory: Path, base: str = BASE) -> list[str] | None:

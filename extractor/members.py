@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from extractor.errors import OrderingError
-from extractor.model import DnTxn, TxnKind
+from extractor.model import DnTxn, Pos, TxnKind
 
 CDC_LOGIC_DB = "__cdc__"
 
@@ -94,23 +94,49 @@ def instruction_of(txn: DnTxn) -> Instruction | None:
     return None
 
 
-def first_instruction(txns: Iterable[DnTxn], limit: int = 20_000) -> Instruction | None:
-    """The first instruction among a DN's first ``limit`` transactions (None: none there)."""
+def first_instruction(txns: Iterable[DnTxn], limit: int = 20_000, until: Pos | None = None) -> Instruction | None:
+    """The first instruction among a DN's first ``limit`` transactions, none starting after
+    ``until`` (None: none there)."""
     for n, txn in enumerate(txns):
         if txn.kind is TxnKind.INSTRUCTION:
             found = instruction_of(txn)
             if found is not None:
                 return found
-        if n >= limit:
+        if n >= limit or (until is not None and txn.start > until):
             break
     return None
 
 
-def dn_instruction(directory: str | os.PathLike, dn_id: str, storage_seq: str | None = None) -> Instruction | None:
-    """``first_instruction`` of a DN binlog directory."""
-    from extractor.extract import extract
+_INSTRUCTION_TABLE = b"__cdc_instruction__"
 
-    return first_instruction(extract(directory, dn_id=dn_id, storage_seq=storage_seq))
+
+def last_instruction_table_mention(directory: str | os.PathLike, files: list[str]) -> Pos | None:
+    """Where a DN's binlog last names the instruction table (its TABLE_MAPs), by a byte search: the
+    look ahead for the first instruction stops there, and a DN that never names it (purged files,
+    captures, a cluster without instructions) costs no extraction at all."""
+    last = None
+    for name in files:
+        try:
+            with open(Path(directory) / name, "rb") as fh, \
+                    mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                at = mm.rfind(_INSTRUCTION_TABLE)
+        except (OSError, ValueError):       # an empty file cannot be mapped
+            continue
+        if at >= 0:
+            last = Pos(name, at)
+    return last
+
+
+def dn_instruction(directory: str | os.PathLike, dn_id: str, storage_seq: str | None = None) -> Instruction | None:
+    """``first_instruction`` of a DN binlog directory, looking no further than its last mention of
+    the instruction table."""
+    from extractor.extract import extract
+    from extractor.source import list_binlog_files
+
+    until = last_instruction_table_mention(directory, list_binlog_files(Path(directory)))
+    if until is None:
+        return None
+    return first_instruction(extract(directory, dn_id=dn_id, storage_seq=storage_seq), until=until)
 
 
 def check_complete(found: dict[str, Instruction | None], scaled: dict[str, tuple[str, ...]] | None = None) -> None:

@@ -9,6 +9,7 @@ across modules when it is the same function object, so every Spark test module u
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,7 @@ class StandaloneCluster:
         self.root = root
         self.port = free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
+        self.webui_port = free_port()
         spark_class = Path(_find_spark_home(), "bin", "spark-class")
         env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", JAVA_HOME=find_java_home(),
                    SPARK_DAEMON_JAVA_OPTS=f"{fast_java_options()} -Dlog4j2.configurationFile=file:{log4j2_file()}")
@@ -108,7 +110,7 @@ class StandaloneCluster:
 
         try:
             start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--webui-port", str(free_port())], "master.log")
+                   "--webui-port", str(self.webui_port)], "master.log")
             for i, wd in enumerate(self.work_dirs):
                 wd.mkdir()
                 start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", str(cores),
@@ -121,6 +123,26 @@ class StandaloneCluster:
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
+
+    def wait_workers(self, timeout: float = 90.0) -> None:
+        """Until the master lists every worker ALIVE (its web UI's /json): an application submitted
+        before a slow worker registers runs all its executors on the others."""
+        import json
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        alive = 0
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.webui_port}/json/", timeout=2) as r:
+                    doc = json.load(r)
+                alive = sum(1 for w in doc.get("workers", []) if w.get("state") == "ALIVE")
+                if alive >= len(self.work_dirs):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"{alive} of {len(self.work_dirs)} Spark workers registered within {timeout} s")
 
     def executor_logs(self) -> list[Path]:
         """``stderr`` of every executor the workers ran (``<work dir>/<app id>/<executor id>/``)."""

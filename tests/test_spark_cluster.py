@@ -24,11 +24,13 @@ def test_standalone_master_and_two_workers(tmp_path):
     local = local_build(dirs, tmp_path / "local", settings=Settings(max_file_size=48 << 10))
     cluster = StandaloneCluster(tmp_path / "cluster", workers=2)
     try:
+        cluster.wait_workers()
         jopts = fast_java_options()
         cmd = [sys.executable, "-m", "gbinlog.cli", "build", "--engine", "spark", "--master", cluster.url,
                *[a for d in dirs for a in ("--dn", str(d))], "--out", str(tmp_path / "spark"),
                "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
-               "--conf", "spark.cores.max=2", "--conf", "spark.gbinlog.ranges=3", "--max-file-size", "48KB",
+               "--conf", "spark.cores.max=2", "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+               "--conf", "spark.gbinlog.ranges=3", "--max-file-size", "48KB",
                "--conf", f"spark.driver.extraJavaOptions={jopts}", "--conf", f"spark.executor.extraJavaOptions={jopts}"]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
         assert run.returncode == 0, run.stderr[-3000:]
