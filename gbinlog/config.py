@@ -147,6 +147,8 @@ class HaConfig:
     address: str = ""            # host:port replicas reach this member's endpoint at [default server host:port]
     lease_ms: int = 3000         # the leader lease; a dead leader is replaced within about this long
     store: str | None = None     # the lease store URL, shared by every member [default: metadb]
+    lag_gate_ms: int = 2000      # a follower further behind the leader refuses new dumps (ERR naming the leader)
+    lag_gate_bytes: int = 20 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +221,8 @@ def parse_size_or_zero(value: Any, where: str) -> int:
 # -- the generic strict reader: TOML tables → dataclasses -------------------------------------------
 _SPECIAL = {("OutputConfig", "rotate_size"): parse_size,
             ("OutputConfig", "max_total_size"): parse_size_or_zero,
-            ("ServerConfig", "max_allowed_packet"): parse_size}
+            ("ServerConfig", "max_allowed_packet"): parse_size,
+            ("HaConfig", "lag_gate_bytes"): parse_size}
 
 
 def _type_name(tp: Any) -> str:
@@ -350,6 +353,8 @@ def validate_ha(cfg: Config) -> None:
         return
     if not _DN_ID.match(ha.member):
         raise ConfigError(f"ha.member: {ha.member!r} is not a name (letters, digits, _ . -)")
+    if ha.lag_gate_ms < 0:
+        raise ConfigError(f"ha.lag_gate_ms: must be ≥ 0, got {ha.lag_gate_ms}")
     if ha.lease_ms < 300:
         raise ConfigError(f"ha.lease_ms: must be at least 300, got {ha.lease_ms}")
     store = ha.store or cfg.metadb

@@ -18,12 +18,14 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 
 from dumper.ha import LEADER, HaSettings, LeaseStore, LeaseStoreError, Member
+from extractor.vtso import tso_physical_ms, vtso_tso
 
 
 def settings_of(cfg: Any, port: int | None) -> HaSettings:
     ha = cfg.ha
     address = ha.address or f"{cfg.server.host}:{port or cfg.server.port}"
-    return HaSettings(member=ha.member, address=address, lease_ms=ha.lease_ms, store=ha.store or cfg.metadb)
+    return HaSettings(member=ha.member, address=address, lease_ms=ha.lease_ms, store=ha.store or cfg.metadb,
+                      lag_gate_ms=ha.lag_gate_ms, lag_gate_bytes=ha.lag_gate_bytes)
 
 
 def output_position(out: Path, base: str = "binlog") -> tuple[str, int]:
@@ -87,24 +89,57 @@ class HaAgent:
         server = self.runner.endpoint.server if self.runner.endpoint is not None else None
         if server is not None:
             server.purge_gate = self.member.fence.valid      # only the leader purges (retention)
+            server.dump_gate = self.dump_refusal             # a follower past the lag gate refuses dumps
         self.runner.metrics.registry.register(_HaCollector(self))
         return self
 
     def close(self) -> None:
         self.member.close()
 
+    def lag(self) -> tuple[str | None, str | None, int, int | None]:
+        """(leader, its address, bytes behind it, ms behind it by vtso) as of the last tick."""
+        m = self.member
+        leader = m.leader()
+        name = leader.get("member") or None
+        row = next((r for r in m.members() if r.member == name), None)
+        if row is None:
+            return name, leader.get("address") or None, 0, None
+        behind = bytes_behind(self.runner.out, output_position(self.runner.out), (row.file, row.pos),
+                              self.runner.cfg.output.rotate_size)
+        p = self.runner.progress
+        mine = p.last_vtso if p is not None else None
+        ms = None
+        if row.vtso and mine:
+            ms = max(0, tso_physical_ms(vtso_tso(row.vtso)) - tso_physical_ms(vtso_tso(mine)))
+        return name, leader.get("address") or None, behind, ms
+
+    def dump_refusal(self) -> str | None:
+        """The ERR text for a new dump on a follower past the lag gate, or None to serve it. The
+        leader always serves; so does a member that does not know the leader's position (no tick
+        has read the store within a lease: during a store outage every member goes on serving)."""
+        m, s = self.member, self.settings
+        if m.role == LEADER or m.view_age() > s.lease_ms / 1000:
+            return None
+        leader, address, behind, ms = self.lag()
+        if leader is None or leader == s.member:
+            return None
+        if behind <= s.lag_gate_bytes and (ms is None or ms <= s.lag_gate_ms):
+            return None
+        return (f"gbinlog HA: this member ({s.member}) is {behind} bytes"
+                + (f" / {ms} ms" if ms is not None else "") + f" behind the leader {leader}; past the lag gate "
+                f"({s.lag_gate_bytes} bytes / {s.lag_gate_ms} ms): replicate from the leader at {address} "
+                "or retry later")
+
     def status(self) -> dict:
         m = self.member
         rows = m.members()
         leader = m.leader()
-        mine = output_position(self.runner.out)
-        lead_row = next((r for r in rows if r.member == leader.get("member")), None)
-        lag = bytes_behind(self.runner.out, mine, (lead_row.file, lead_row.pos) if lead_row else ("", 0),
-                           self.runner.cfg.output.rotate_size)
+        _, _, lag, lag_ms = self.lag()
         return {"member": self.settings.member, "address": self.settings.address, "role": m.role,
                 "epoch": m.epoch, "lease_ms": self.settings.lease_ms,
                 "leader": leader.get("member") or None, "leader_address": leader.get("address") or None,
-                "leader_epoch": leader.get("epoch"), "lag_bytes": lag, "store_error": m.store_error,
+                "leader_epoch": leader.get("epoch"), "lag_bytes": lag, "lag_ms": lag_ms, "store_error": m.store_error,
+                "serving": self.dump_refusal() is None,
                 "transitions": [{"time": round(t, 3), "role": r, "epoch": e} for t, r, e in m.transitions[-20:]],
                 "members": [{"member": r.member, "address": r.address, "role": r.role, "epoch": r.epoch,
                              "file": r.file, "pos": r.pos, "vtso": r.vtso} for r in rows]}

@@ -4,8 +4,10 @@ and the truth's table checksums."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,17 +31,26 @@ class Cluster:
     def __init__(self, root: Path, workload: str, dns: int, *, duration: float, tps: int, seed: int = 7,
                  port: int = 0, max_file_size: int = 1 << 20) -> None:
         self.dir = root / "cluster"
-        self.port = port or free_port()
-        self.sim = LiveSimulation(workload, dns, self.dir, seed=seed, tps=tps, duration=duration,
-                                  max_file_size=max_file_size,
-                                  serve=ServeOptions(port=self.port, user=DN_USER, password=DN_PASSWORD))
-        self.thread = threading.Thread(target=self.sim.run, name="test-sim", daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while len(self.sim.ports) < dns:
-            assert self.sim.error is None, self.sim.error
-            assert time.monotonic() < deadline, "simulated DNs did not start"
-            time.sleep(0.02)
+        # The DNs listen on port, port+1, …: one of those may be taken by another process on the
+        # machine (free_port() vouches for the first only), so a free port is tried again.
+        for attempt in range(5):
+            self.port = port or free_port()
+            self.sim = LiveSimulation(workload, dns, self.dir, seed=seed, tps=tps, duration=duration,
+                                      max_file_size=max_file_size,
+                                      serve=ServeOptions(port=self.port, user=DN_USER, password=DN_PASSWORD))
+            self.thread = threading.Thread(target=self.sim.run, name="test-sim", daemon=True)
+            self.thread.start()
+            deadline = time.monotonic() + 20
+            while len(self.sim.ports) < dns and self.sim.error is None:
+                assert time.monotonic() < deadline, "simulated DNs did not start"
+                time.sleep(0.02)
+            if not (isinstance(self.sim.error, OSError) and self.sim.error.errno == errno.EADDRINUSE) \
+                    or port or attempt == 4:
+                break
+            self.thread.join(10)
+            self.sim.stop_servers()
+            shutil.rmtree(self.dir, ignore_errors=True)
+        assert self.sim.error is None, self.sim.error
 
     def dn_port(self, index: int) -> int:
         return self.port + index

@@ -29,6 +29,8 @@ class HaSettings:
     address: str            # host:port replicas and other members reach this member's endpoint at
     lease_ms: int = 3000
     store: str = ""         # lease store URL (the meta store: sqlite:///path or mysql://…)
+    lag_gate_ms: int = 2000
+    lag_gate_bytes: int = 20 << 20
 
     @property
     def tick_s(self) -> float:
@@ -55,6 +57,7 @@ class Member:
         self.transitions: list[tuple[float, str, int]] = []    # (wall time, role, epoch)
         self._last_role = FOLLOWER
         self.view: tuple[LeaseRow, list[MemberRow], int] | None = None   # the store as of the last tick
+        self.view_at = 0.0                                                # monotonic time of that tick
 
     # -- the state others read ----------------------------------------------------------------------
     @property
@@ -85,6 +88,7 @@ class Member:
             file, pos, vtso = self.position()
             self.store.report(MemberRow(s.member, s.address, self.role, self.fence.epoch, file, pos, vtso, now))
             self.view = (self.store.read(), self.store.members(), now)
+            self.view_at = sent_at
             if self.store_error is not None:
                 log.warning("HA member %s: lease store reachable again", s.member)
             self.store_error = None
@@ -128,6 +132,10 @@ class Member:
         row, _, now = self.view
         return {"member": row.holder if row.live(now) else "", "address": row.address if row.live(now) else "",
                 "epoch": row.epoch, "expires_in_ms": max(0, row.expires_ms - now)}
+
+    def view_age(self) -> float:
+        """Seconds since the store was last read (inf before the first read)."""
+        return self._mono() - self.view_at if self.view is not None else float("inf")
 
     def members(self) -> list[MemberRow]:
         return self.view[1] if self.view is not None else []

@@ -346,6 +346,11 @@ class BinlogServer:
         return p.ok_packet(status=session.status)
 
     async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes, by_gtid: bool = False) -> None:
+        gate = getattr(self, "dump_gate", None)     # HA: a follower past its lag gate refuses (gbinlog.ha)
+        if gate is not None and (refusal := gate()):
+            conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, refusal)])
+            await conn.writer.drain()
+            return
         try:
             if by_gtid:  # auto-position: the first transaction the client lacks (gtid_dump)
                 request = await asyncio.to_thread(dump_gtid_request, body, self.queries.gtid_files, self.bdir.path,
