@@ -15,6 +15,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from binlog.lenenc import read_packed_int
 from dumper.server import protocol as p
 
 if TYPE_CHECKING:
@@ -103,15 +104,10 @@ def bind(sql: str, holes: list[int], values: list[object]) -> str:
 # -- parameter values (binary protocol) ------------------------------------------------------------------
 
 def _lenenc(buf: bytes, off: int) -> tuple[int, int]:
-    if off >= len(buf):
-        raise Malformed("packet ends inside a length")
-    first = buf[off]
-    if first < 251:
-        return first, off + 1
-    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
-    if width is None or off + 1 + width > len(buf):
-        raise Malformed("bad length-encoded integer")
-    return int.from_bytes(buf[off + 1:off + 1 + width], "little"), off + 1 + width
+    try:
+        return read_packed_int(buf, off)
+    except (IndexError, ValueError) as exc:   # past the end, or a prefix that is no length
+        raise Malformed(f"bad length-encoded integer in the packet at {off}: {exc}") from None
 
 
 def read_value(buf: bytes, off: int, type_code: int, unsigned: bool) -> tuple[object, int]:

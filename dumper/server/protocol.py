@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from binlog.lenenc import pack_int
+from binlog.lenenc import pack_int, read_packed_int
 
 MAX_PAYLOAD = 0xFFFFFF  # one protocol packet; longer payloads continue in the next packet(s)
 # Commands are small: anything larger than this from a client is refused before it is buffered.
@@ -217,15 +217,10 @@ def _cstring(buf: bytes, off: int) -> tuple[bytes, int]:
 
 
 def _lenenc(buf: bytes, off: int) -> tuple[int, int]:
-    if off >= len(buf):
-        raise ProtocolError("handshake response ends inside a length")
-    first = buf[off]
-    if first < 251:
-        return first, off + 1
-    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
-    if width is None or off + 1 + width > len(buf):
-        raise ProtocolError("bad length-encoded integer in handshake response")
-    return int.from_bytes(buf[off + 1:off + 1 + width], "little"), off + 1 + width
+    try:
+        return read_packed_int(buf, off)
+    except (IndexError, ValueError) as exc:   # past the end, or a prefix that is no length
+        raise ProtocolError(f"bad length-encoded integer in the handshake response at {off}: {exc}") from None
 
 
 def parse_handshake_response(buf: bytes) -> HandshakeResponse:
