@@ -24,7 +24,7 @@ from dumper.pipeline import (
     run_pipeline,
 )
 from extractor import RestartPoint, extract
-from extractor.members import check_dn_dirs
+from extractor.members import check_dn_dirs, joining_dns
 from extractor.model import DnTxn
 from extractor.source import NotADnDirectory, dn_binlog_files
 
@@ -35,9 +35,11 @@ __all__ = ["BuildError", "BuildResult", "DirDn", "DnInput", "Pipeline", "Progres
 class DirDn:
     """A DN binlog directory (finite: read to its end). The DN id is the directory name."""
 
-    def __init__(self, directory: str | os.PathLike, dn_id: str | None = None, *, worker: bool = False) -> None:
+    def __init__(self, directory: str | os.PathLike, dn_id: str | None = None, *, worker: bool = False,
+                 standby: bool = False) -> None:
         self.directory = Path(directory)
         self.worker = worker
+        self.standby = standby          # a DN that joins later: opened at the instruction that adds it
         if not self.directory.is_dir():
             raise BuildError(f"DN binlog directory {self.directory} does not exist")
         self.dn_id = dn_id or self.directory.resolve().name
@@ -110,5 +112,10 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     dns = [DirDn(d, worker=workers) for d in dn_dirs]
     check_output_dir(out_dir, dns)
     if settings.check_cluster:
-        check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
+        found = check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
+        late = joining_dns(found)
+        for d in dns:
+            # read from the instruction that adds it, as `gbinlog run` reads a standby DN: the same
+            # bytes, and its physical DDLs from before reach the shaper at the join
+            d.standby = d.dn_id in late
     return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)
