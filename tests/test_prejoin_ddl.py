@@ -12,16 +12,14 @@ physical DDLs to the shaper at the join. Without that the rows of dn2 after the 
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from binlog.rows_events import decode_table_map, encode_table_map
 from extractor.members import check_dn_dirs, joining_dns
 from gbinlog.local_engine import DirDn, Pipeline, Settings, build
 from schema_shaper import UnknownPhysicalSchema
-from tests.test_shape_util import with_payload
+from tests.test_shape_util import without_column_names
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = ROOT / "fixtures" / "scale-2dn"
@@ -30,17 +28,8 @@ SETTINGS = dict(max_file_size=64 << 10, checkpoint_seconds=3600)
 
 
 def minimal(txn):
-    """The transaction with every TABLE_MAP re-encoded without optional metadata (no column
-    names), as a DN with ``binlog_row_metadata=MINIMAL`` logs it."""
-    blocks = []
-    for blk in txn.blocks:
-        tm = blk.events[0]
-        body = decode_table_map(tm.payload, tm.ctx)
-        cols = [dataclasses.replace(c, name=None) for c in body.columns]
-        payload = encode_table_map(table_id=body.table_id, flags=body.flags, db=body.db, table=body.table,
-                                   columns=cols, optional_metadata=False)
-        blocks.append(dataclasses.replace(blk, events=[with_payload(tm, tm.type_code, payload), *blk.events[1:]]))
-    txn.blocks = blocks
+    """The transaction as a DN with ``binlog_row_metadata=MINIMAL`` logs it (no column names)."""
+    txn.blocks = without_column_names(txn.blocks)
     return txn
 
 
