@@ -220,25 +220,10 @@ def scaled_storage(directory: str | os.PathLike, files: list[str]) -> set[str]:
     return out
 
 
-def check_dn_dirs(dirs: dict[str, str | os.PathLike]) -> dict[str, Instruction | None]:
+def check_dn_dirs(dirs: dict[str, str | os.PathLike]) -> None:
     """``check_complete`` over DN binlog directories (``dirs``: DN id → directory), with the
-    storage instances of every later ``StorageInstChange`` in them. Returns each DN's first
-    instruction."""
+    storage instances of every later ``StorageInstChange`` in them."""
     from extractor.source import list_binlog_files
 
-    found = {dn: dn_instruction(d, dn) for dn, d in dirs.items()}
-    check_complete(found, {dn: tuple(sorted(scaled_storage(d, list_binlog_files(Path(d))))) for dn, d in dirs.items()})
-    return found
-
-
-def joining_dns(found: dict[str, Instruction | None]) -> set[str]:
-    """The DNs that joined the cluster later (scale-out): the first instruction in their binlog is
-    a ``StorageInstChange`` that lists them, and no ``CdcStart`` seen lists them. Their binlog
-    before that instruction (the new DN being prepared: its ``__cdc__`` copy, groups copied onto
-    it) is not the cluster's yet — the merge opens them at the instruction. Without any
-    ``CdcStart`` (purged files) nothing is known: none."""
-    started = {s for ins in found.values() if ins is not None and ins.type == "CdcStart" for s in ins.storage}
-    if not started:
-        return set()
-    return {dn for dn, ins in found.items() if ins is not None and ins.type == "StorageInstChange"
-            and dn in ins.storage and dn not in started}
+    check_complete({dn: dn_instruction(d, dn) for dn, d in dirs.items()},
+                   {dn: tuple(sorted(scaled_storage(d, list_binlog_files(Path(d))))) for dn, d in dirs.items()})

@@ -24,7 +24,7 @@ from dumper.pipeline import (
     run_pipeline,
 )
 from extractor import RestartPoint, extract
-from extractor.members import check_dn_dirs, joining_dns
+from extractor.members import check_dn_dirs
 from extractor.model import DnTxn
 from extractor.source import NotADnDirectory, dn_binlog_files
 
@@ -112,10 +112,5 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     dns = [DirDn(d, worker=workers) for d in dn_dirs]
     check_output_dir(out_dir, dns)
     if settings.check_cluster:
-        found = check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
-        late = joining_dns(found)
-        for d in dns:
-            # read from the instruction that adds it, as `gbinlog run` reads a standby DN: the same
-            # bytes, and its physical DDLs from before reach the shaper at the join
-            d.standby = d.dn_id in late
+        check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
     return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)
