@@ -115,6 +115,7 @@ class ServerConfig:
     net_read_timeout: float = 30.0
     wait_timeout: float = 28800.0
     heartbeat_period: float = 0.0     # seconds, for clients that set no @master_heartbeat_period
+    write_buffer: int = 4 << 20       # bytes a dump may queue for one slow replica before it waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +224,7 @@ def parse_size_or_zero(value: Any, where: str) -> int:
 _SPECIAL = {("OutputConfig", "rotate_size"): parse_size,
             ("OutputConfig", "max_total_size"): parse_size_or_zero,
             ("ServerConfig", "max_allowed_packet"): parse_size,
+            ("ServerConfig", "write_buffer"): parse_size,
             ("HaConfig", "lag_gate_bytes"): parse_size}
 
 

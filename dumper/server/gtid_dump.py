@@ -202,7 +202,9 @@ def _seq(name: str) -> int:
 def ahead_of(bdir: BinlogDir, req: DumpRequest) -> str | None:
     """Why a file:pos request is past what the directory holds (None: it is not)."""
     files = bdir.files()
-    if not files or not req.file:
+    if not files:
+        return "no binlog file is written yet"
+    if not req.file:
         return None
     newest = files[-1]
     if req.file == newest:
@@ -225,6 +227,8 @@ async def dump_request(server: BinlogServer, conn: Any, body: bytes, by_gtid: bo
     while True:
         try:
             if by_gtid:
+                if bound > 0 and not server.bdir.files():
+                    raise DumpAhead("no binlog file is written yet")
                 return await asyncio.to_thread(dump_gtid_request, body, server.queries.gtid_files, server.bdir.path,
                                                server.bdir.files())
             request = DumpRequest.parse(body)
