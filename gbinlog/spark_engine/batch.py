@@ -288,6 +288,64 @@ def _check_inputs(dns: Sequence[DnSpec]) -> dict[str, int | None]:
     return server_ids
 
 
+def _check_args(dn_dirs: Sequence[str | os.PathLike], conf) -> dict[str, str]:
+    """The arguments a build cannot start without (DN directories, ``--conf``): ``BuildError``s."""
+    from gbinlog.local_engine import BuildError
+    from gbinlog.spark_engine.session import SparkUnavailable, parse_conf
+
+    if not dn_dirs:
+        raise BuildError("no DN directory given")
+    missing = [str(d) for d in dn_dirs if not Path(d).is_dir()]
+    if missing:
+        raise BuildError(f"DN binlog directory {', '.join(missing)} does not exist")
+    try:
+        return parse_conf(conf)
+    except SparkUnavailable as exc:
+        raise BuildError(str(exc)) from None
+
+
+def _session(spark, master: str | None, conf: dict[str, str]):
+    """``(session, own)``: the given session, else the embedding application's active one (kept),
+    else a new one (``own``: stopped by the build)."""
+    from gbinlog.local_engine import BuildError
+    from gbinlog.spark_engine.session import SparkUnavailable, spark_session
+
+    if spark is not None:
+        return spark, False
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:  # embedded in an application that has its session: use it, keep it
+        return active, False
+    try:
+        return spark_session(master, conf), True
+    except SparkUnavailable as exc:
+        raise BuildError(str(exc)) from None
+
+
+def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float]) -> tuple[list[dict], list]:
+    """The two jobs: extract + shuffle by range (persisted) and collect the schema history, then
+    one writer per range. Returns the writers' summaries in range order and the history."""
+    from pyspark import StorageLevel
+
+    t0 = time.perf_counter()
+    shuffled = _read(spark, plan).repartition(len(plan.pkeys), "pkey").persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        try:
+            history = collect_schema_history(shuffled)
+            timings["extract+history"] = time.perf_counter() - t0
+            bc = spark.sparkContext.broadcast(history)
+            rows = shuffled.mapInArrow(partial(write_range, settings, bc), SUMMARY_DDL).toArrow().to_pylist()
+            timings["write"] = time.perf_counter() - t0 - timings["extract+history"]
+        except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error
+            shutil.rmtree(settings.tmp_dir, ignore_errors=True)
+            reraise(exc)
+    finally:
+        shuffled.unpersist()
+    rows.sort(key=lambda r: r["rng"])
+    return rows, history
+
+
 def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, server_id: int = 1,
           server_version: str | None = None, max_file_size: int | None = None,
           heartbeat_interval: int | None = None, meta_store: str = "meta.db", on_error: str = "raise",
@@ -303,19 +361,9 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     ``ClusterMismatch``, ``OrderingError``, ``BinlogError``, ``ShapeError``).
     """
     from dumper.global_binlog import DEFAULT_MAX_FILE_SIZE, DEFAULT_SERVER_VERSION, HEARTBEAT_INTERVAL
-    from gbinlog.local_engine import BuildError
-    from gbinlog.spark_engine.session import SparkUnavailable, parse_conf, spark_session
 
     t0 = time.perf_counter()
-    if not dn_dirs:
-        raise BuildError("no DN directory given")
-    missing = [str(d) for d in dn_dirs if not Path(d).is_dir()]
-    if missing:
-        raise BuildError(f"DN binlog directory {', '.join(missing)} does not exist")
-    try:
-        conf = parse_conf(conf)
-    except SparkUnavailable as exc:
-        raise BuildError(str(exc)) from None
+    conf = _check_args(dn_dirs, conf)
     server_version = server_version or DEFAULT_SERVER_VERSION
     max_file_size = max_file_size or DEFAULT_MAX_FILE_SIZE
     heartbeat_interval = heartbeat_interval or HEARTBEAT_INTERVAL
@@ -323,64 +371,39 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     _check_output(out)
     dns = dn_specs(dn_dirs)
     server_ids = _check_inputs(dns)
-    own = spark is None
-    if own:
-        from pyspark.sql import SparkSession
-
-        active = SparkSession.getActiveSession()
-        if active is not None:  # embedded in an application that has its session: use it, keep it
-            spark, own = active, False
-    if own:
-        try:
-            spark = spark_session(master, conf)
-        except SparkUnavailable as exc:
-            raise BuildError(str(exc)) from None
+    spark, own = _session(spark, master, conf)
     try:
         if ranges is None:
             setting = conf.get("spark.gbinlog.ranges") or spark.conf.get("spark.gbinlog.ranges", None)
             ranges = int(setting) if setting else default_ranges(dns, max_file_size)
         plan = plan_build(dns, ranges, splits)
-        n = len(plan.pkeys)
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / TMP_DIR
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         settings = RangeSettings(str(tmp), [d.dn for d in dns], plan.bounds, server_id, server_version,
                                  heartbeat_interval, on_error)
-        from pyspark import StorageLevel
-
         timings = {"plan": time.perf_counter() - t0}
-        shuffled = _read(spark, plan).repartition(n, "pkey").persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            try:
-                history = collect_schema_history(shuffled)
-                timings["extract+history"] = time.perf_counter() - t0 - sum(timings.values())
-                bc = spark.sparkContext.broadcast(history)
-                rows = shuffled.mapInArrow(partial(write_range, settings, bc), SUMMARY_DDL).toArrow().to_pylist()
-                timings["write"] = time.perf_counter() - t0 - sum(timings.values())
-            except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error
-                shutil.rmtree(tmp, ignore_errors=True)
-                reraise(exc)
-        finally:
-            shuffled.unpersist()
-        rows.sort(key=lambda r: r["rng"])
+        rows, history = run_ranges(spark, plan, settings, timings)
+        t1 = time.perf_counter()
         try:
             check_members(rows, dns)
-            result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id, server_version=server_version,
-                                  max_file_size=max_file_size, gtids=gtids)
+            result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id,
+                                  server_version=server_version, max_file_size=max_file_size, gtids=gtids)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        timings["files"] = time.perf_counter() - t0 - sum(timings.values())
+        timings["files"] = time.perf_counter() - t1
     finally:
         if own:
             spark.stop()
+    t1 = time.perf_counter()
     write_meta_and_state(out, rows, dns, server_ids, history, result, meta_store=meta_store, on_error=on_error,
                          settings={"server_id": server_id, "server_version": server_version,
                                    "max_file_size": max_file_size, "heartbeat_interval": heartbeat_interval,
                                    "gtids": gtids})
-    timings["finish"] = time.perf_counter() - t0 - sum(timings.values())
+    timings["finish"] = time.perf_counter() - t1
     result.timings = timings
-    result.ranges = n
+    result.ranges = len(plan.pkeys)
     result.seconds = time.perf_counter() - t0
     return result
 
