@@ -27,7 +27,7 @@ def test_defaults_and_overrides():
     assert conf["spark.driver.extraJavaOptions"].endswith("-Xss4m")
     assert "log4j2.configurationFile=file:" in conf["spark.driver.extraJavaOptions"]
     own = merged_conf({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/x"})
-    assert own["spark.driver.extraJavaOptions"] == "-Dlog4j2.configurationFile=file:/x"
+    assert own["spark.driver.extraJavaOptions"] == "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:/x"
 
 
 def test_no_java_is_a_clear_message(monkeypatch, tmp_path):
@@ -69,3 +69,13 @@ def test_the_shared_session_has_the_small_machine_defaults(spark):  # noqa: F811
 def _plan_json() -> str:
     from gbinlog.spark_engine.batch import dn_specs, plan_build
     return plan_build(dn_specs(dn_dirs(FIXTURES[0])), 1).to_json()
+
+
+def test_user_jvm_choices_replace_ours():
+    from gbinlog.spark_engine.session import JVM_OPTIONS
+
+    assert all(o in merged_conf(None)["spark.executor.extraJavaOptions"].split() for o in JVM_OPTIONS)
+    mine = merged_conf({"spark.driver.extraJavaOptions": "-XX:+UseG1GC -XX:-TieredCompilation"})
+    opts = mine["spark.driver.extraJavaOptions"].split()
+    assert not set(JVM_OPTIONS) & set(opts) and opts[-2:] == ["-XX:+UseG1GC", "-XX:-TieredCompilation"]
+    assert any("log4j2.configurationFile" in o for o in opts)

@@ -260,9 +260,12 @@ def collect_schema_history(df) -> list:
     return collect_history(decode_batch(table))
 
 
-def default_ranges(dns: Sequence[DnSpec], max_file_size: int) -> int:
-    """One range per ``max_file_size`` of input (the output is about the input's size)."""
-    return max(1, math.ceil(input_bytes(dns) / max_file_size))
+def default_ranges(dns: Sequence[DnSpec], max_file_size: int, cores: int = 1) -> int:
+    """One range per ``max_file_size`` of input (the output is at most about the input's size), and
+    at least one per executor core (``cores``: Spark's default parallelism) so every core writes.
+    More ranges cost no extra pass: range bytes are copied into place anyway (GTIDs are put in
+    then), except for a single range without GTIDs, which is renamed."""
+    return max(1, cores, math.ceil(input_bytes(dns) / max_file_size))
 
 
 def _check_output(out: Path) -> None:
@@ -408,7 +411,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     directory), the same files, index, state.json and meta store the local engine writes.
 
     ``spark``: an existing session (else one from ``master``/``conf``, stopped at the end).
-    ``ranges``: output ranges = files (default: input size / ``max_file_size``, at least 1; or
+    ``ranges``: output ranges (default: input size / ``max_file_size``, at least one per core; or
     ``--conf spark.gbinlog.ranges=N``). ``splits``: per DN id, restart points to cut its input at
     (more input partitions than DNs). Errors are the local engine's types (``BuildError``,
     ``ClusterMismatch``, ``OrderingError``, ``BinlogError``, ``ShapeError``).
@@ -428,7 +431,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     try:
         if ranges is None:
             setting = _setting(spark, conf, "ranges", None)
-            ranges = int(setting) if setting else default_ranges(dns, max_file_size)
+            ranges = int(setting) if setting else default_ranges(dns, max_file_size, spark.sparkContext.defaultParallelism)
         plan = plan_build(dns, ranges, splits)
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / TMP_DIR
