@@ -261,11 +261,12 @@ def collect_schema_history(df) -> list:
 
 
 def default_ranges(dns: Sequence[DnSpec], max_file_size: int, cores: int = 1) -> int:
-    """One range per ``max_file_size`` of input (the output is at most about the input's size), and
-    at least one per executor core (``cores``: Spark's default parallelism) so every core writes.
-    More ranges cost no extra pass: range bytes are copied into place anyway (GTIDs are put in
-    then), except for a single range without GTIDs, which is renamed."""
-    return max(1, cores, math.ceil(input_bytes(dns) / max_file_size))
+    """One range per ``max_file_size`` of input (the output is at most about the input's size),
+    rounded up to a multiple of the executor cores (``cores``: Spark's default parallelism) so
+    every core writes in every wave. More ranges cost no extra pass: range bytes are copied into
+    place anyway (GTIDs are put in then), except for a single range without GTIDs (renamed)."""
+    cores = max(1, cores)
+    return cores * math.ceil(max(1, math.ceil(input_bytes(dns) / max_file_size)) / cores)
 
 
 def _check_output(out: Path) -> None:
