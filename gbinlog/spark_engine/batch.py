@@ -3,26 +3,25 @@
 The job (DESIGN.md §5):
 
 1. Driver: DN ids and storage sequences, one input partition per DN (or per byte range cut at
-   restart points), output range boundaries from cheap per-DN TSO samples (``ranges``), and for
-   each range a partition key — so the shuffle below is an exact range partitioning with no
+   restart points), and output range boundaries from cheap per-DN TSO samples (``ranges``): no
    sampling pass over the input.
-2. ``dnbinlog`` tasks extract (assembly, vtso, first-level sort) and yield Arrow rows of DN
-   transactions tagged with their range; ``repartition(n, "pkey")`` moves each to its range.
-   The shuffled data is persisted (memory, spilling to disk), so steps 3 and 4 read the input
-   once: measured on 2M events, persisting costs 0.6 s where a second extraction pass costs 3.5 s.
-3. The (few) DDL marks and physical DDLs are collected to the driver → the schema history
-   (``schema_shaper.collect_history``), broadcast.
-4. ``mapInArrow`` writer per range: rows in DN order → ``merger.merge`` (branch join, trace merge)
-   → ``Shaper.from_history(history, range start)`` → ``dumper.encode_txn`` → one range file. It
-   returns a one-row summary (counts, restart points, broadcasts, each transaction's size and
-   timestamp).
-5. Driver (``layout``): replays the local writer's rotation over the sizes, writes each file's FDE
-   and ROTATE; tasks move range bytes to their final offsets (a range already in place is renamed);
-   then ``binlog.index``, the meta store and ``state.json``.
+2. One Python task per input partition (``exchange.extract_part``) extracts (assembly, vtso,
+   first-level sort) and appends each transaction to its range's exchange file in the build's temp
+   directory (the local engine's worker-pipe codec); it returns only counts and the (few) DDL marks
+   and physical DDLs → the schema history (``schema_shaper.collect_history``) on the driver. No
+   transaction enters the JVM (``spark.gbinlog.exchange=shuffle``: the earlier Spark shuffle of
+   Arrow rows, persisted, kept for comparison — bench/spark.py measures both).
+3. One Python task per range (``write_range_files`` → ``render_range``): the DNs' exchange files of
+   that range → ``merger.merge`` (branch join, trace merge) → ``Shaper.from_history(history,
+   range start)`` → ``dumper.encode_txn`` → one range file. It returns a one-row summary (counts,
+   restart points, broadcasts, each transaction's size and timestamp).
+4. Driver (``layout``): replays the local writer's rotation over the sizes, writes each file's FDE
+   and ROTATE; tasks move range bytes to their final offsets (GTID events put in, ``log_pos`` and
+   CRC rewritten); then ``binlog.index``, the meta store and ``state.json``.
 
 The files are the local engine's, byte for byte, whatever the number of ranges and the rotation
-size (``tests/test_spark_build.py``). Ranges default to one per ``max_file_size`` of input; more
-(``--conf spark.gbinlog.ranges=N``) give more parallel writers.
+size (``tests/test_spark_build.py``). Ranges default to one per ``max_file_size`` of input, in whole
+waves of executor cores (``--conf spark.gbinlog.ranges=N`` sets them).
 """
 
 from __future__ import annotations

@@ -119,7 +119,22 @@ def merged_conf(conf: Mapping[str, str] | None) -> dict[str, str]:
                 or o == JVM_OPTIONS[0] and "GC" in value or o == JVM_OPTIONS[1] and "Tiered" in value)]
             value = " ".join((*ours, value)).strip()
         out[key] = value
+    cds = out.pop("spark.gbinlog.cds", None)
+    if cds:
+        out["spark.driver.extraJavaOptions"] += " " + cds_options(cds)
     return out
+
+
+def cds_options(archive: str) -> str:
+    """``--conf spark.gbinlog.cds=PATH``: the driver JVM's class-data-sharing archive — written at
+    the exit of the first run (150–175 MB), mapped by the next ones: session start about 2× faster
+    (reference/spark.md §1). An archive that does not match this JDK and these jars is ignored by
+    the JVM (it starts as without one). Its log lines are kept quiet, errors still go to stderr."""
+    quiet = "-Xlog:disable -Xlog:all=error:stderr"
+    if Path(archive).is_file():
+        return f"-XX:SharedArchiveFile={archive} {quiet}"
+    Path(archive).parent.mkdir(parents=True, exist_ok=True)
+    return f"-XX:ArchiveClassesAtExit={archive} {quiet}"
 
 
 def prepare_environment() -> None:
