@@ -1,7 +1,7 @@
 """The Spark engine against the local engine (issue 17, Must show 3). Not a test: prints numbers.
 
     .venv/bin/python bench/spark.py [--events 2000000] [--dns 4] [--dir /tmp/gbinlog-bench]
-                                    [--ranges 4] [--repeat 3] [--shuffle] [--cluster]
+                                    [--ranges 4] [--repeat 3] [--no-warm] [--shuffle] [--cluster]
                                     [--stream-seconds 20] [--tps 300]
 
 Input: the simulator's ``bank`` workload on ``--dns`` DNs, ``--events`` DN events (cached in
@@ -221,6 +221,8 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gbinlog-bench"))
     ap.add_argument("--ranges", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
+                    help="the in-session local[1]/local[2] builds (--no-warm: whole commands only)")
     ap.add_argument("--shuffle", action="store_true")
     ap.add_argument("--cluster", action="store_true")
     ap.add_argument("--stream-seconds", type=float, default=0)
@@ -259,6 +261,7 @@ def main() -> None:
     print(f"  byte-identical to the local engine: {same_files(outs / 'spark-cmd', outs / 'local')}")
     warm = {}
     modes = [("local[1]", "files"), ("local[2]", "files")] + ([("local[2]", "shuffle")] if args.shuffle else [])
+    modes = modes if args.warm else []
     for master, exchange in modes:
         name = f"spark-{master[6]}-{exchange}"
         r = _child(["--child", "spark", str(root), str(outs / name), master, str(args.ranges), str(args.repeat),
@@ -273,8 +276,9 @@ def main() -> None:
               f"[best: {phases}; writer tasks {', '.join(f'{x:.2f}' for x in best['range_seconds'])} s]")
         print(f"  byte-identical to the local engine: "
               f"{all(same_files(Path(x['dest']), outs / 'local') for x in r['runs'])}")
-    print(f"scaling local[1] → local[2], warm (best of each): "
-          f"{warm[('local[1]', 'files')] / warm[('local[2]', 'files')]:.2f}×")
+    if args.warm:
+        print(f"scaling local[1] → local[2], warm (best of each): "
+              f"{warm[('local[1]', 'files')] / warm[('local[2]', 'files')]:.2f}×")
     if args.shuffle:
         print(f"exchange files vs shuffle, local[2] warm: "
               f"{warm[('local[2]', 'shuffle')] / warm[('local[2]', 'files')]:.2f}× faster")
