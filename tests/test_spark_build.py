@@ -90,7 +90,7 @@ def test_several_ranges_and_small_files_are_byte_identical(spark, tmp_path, name
     # a local resume of the spark output has nothing left to do
     again = local_build(dn_dirs(fixture), tmp_path / "out", settings=Settings(max_file_size=40 << 10))
     assert again.txns == 0 and again.resumed
-    if name == "ddl-3dn":  # the Spark shuffle exchange (bench/spark.py --shuffle) writes the same bytes
+    if name == "scale-2dn":  # the Spark shuffle exchange (bench/spark.py --shuffle) writes the same bytes
         spark_build(dn_dirs(fixture), tmp_path / "shuffled", spark=spark, ranges=4, max_file_size=40 << 10,
                     conf={"spark.gbinlog.exchange": "shuffle"})
         same_files(tmp_path / "shuffled", tmp_path / "local")

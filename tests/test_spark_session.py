@@ -61,7 +61,10 @@ def test_the_shared_session_has_the_small_machine_defaults(spark):  # noqa: F811
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"            # the tests' override
     import os
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
-    # the session factory registered the data source
+    # the data source, registered by its users
+    from gbinlog.spark_engine.datasource import register
+
+    register(spark)
     df = spark.read.format("dnbinlog").option("plan", _plan_json()).load()
     assert df.columns[:3] == ["vtso", "kind", "dn"]
 
