@@ -152,3 +152,14 @@ def test_purge_binary_logs_on_a_follower_is_refused(role):
     else:
         assert refusal == ("gbinlog HA: this member (m2) is a follower: it purges what the leader purged; run PURGE "
                            "BINARY LOGS on the leader m1 at h:1")
+
+
+def test_rounds_purge_a_directory_no_endpoint_serves(tmp_path):
+    """``gbinlog run`` with ``server.port = 0``: its status loop runs the retention rounds."""
+    from dumper.server.retention import Rounds
+    t = make_dir(tmp_path / "out", 6)
+    assert Rounds.for_directory(t.bdir.path, Retention(0)) is None                  # retention off: no rounds
+    rounds = Rounds.for_directory(t.bdir.path, Retention(2500))
+    assert rounds.due() == [f"binlog.00000{i}" for i in range(1, 5)]             # keeps 2 files of 1000 bytes
+    assert rounds.due() == [] and files(Target(BinlogDir(t.bdir.path, "binlog"), None)) == \
+        ["binlog.000005", "binlog.000006"]
