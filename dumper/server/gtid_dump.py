@@ -43,6 +43,7 @@ from dumper.gtid import (
 )
 from dumper.server.binlogdir import BinlogDir, heartbeat
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+from dumper.server.retention import seq_of
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer
@@ -192,13 +193,6 @@ def dump_gtid_request(payload: bytes, gtids: GtidFiles, directory: Path, files: 
     return DumpRequest(found[1], flags & 1, server_id, found[0])
 
 
-def _seq(name: str) -> int:
-    try:
-        return int(name.rsplit(".", 1)[1])
-    except (IndexError, ValueError):
-        return -1
-
-
 def ahead_of(bdir: BinlogDir, req: DumpRequest) -> str | None:
     """Why a file:pos request is past what the directory holds (None: it is not)."""
     files = bdir.files()
@@ -211,7 +205,7 @@ def ahead_of(bdir: BinlogDir, req: DumpRequest) -> str | None:
         size = bdir.size(newest)
         return f"position {req.position} is past the end of '{newest}' ({size} bytes)" if req.position > size else None
     if req.file not in files and req.file.rsplit(".", 1)[0] == newest.rsplit(".", 1)[0] \
-            and _seq(req.file) > _seq(newest):
+            and seq_of(req.file) > seq_of(newest):
         return f"'{req.file}' is not written yet (the newest file is '{newest}')"
     return None
 
