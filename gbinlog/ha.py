@@ -149,12 +149,10 @@ class HaAgent:
 
     def catch_up_wait(self) -> float:
         """Seconds a new dump asking for data this member has not written yet may wait for it: a
-        follower within the lag gate catches up soon; the leader (and a member outside a group)
-        has everything there is, so such a client is answered at once."""
-        m = self.member
-        if m.role == LEADER or m.view_age() > self.settings.lease_ms / 1000:
-            return 0.0
-        return self.settings.catch_up_ms / 1000
+        follower (the lag gate let the dump in) catches up soon — also one whose view of the store is
+        old, e.g. just resumed after a pause, or while the store is down and every member follows;
+        the leader has everything there is, so such a client is answered at once."""
+        return 0.0 if self.member.role == LEADER else self.settings.catch_up_ms / 1000
 
     def close(self) -> None:
         self._stop.set()

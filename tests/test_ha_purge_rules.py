@@ -141,12 +141,14 @@ def test_fenced_ex_leader_records_and_purges_nothing(store_url, tmp_path):
 
 
 @pytest.mark.parametrize("role", ["leader", "follower"])
-def test_purge_binary_logs_on_a_follower_is_refused(role):
+def test_purge_binary_logs_on_a_follower_is_refused_and_a_follower_waits(role):
     from gbinlog.ha import HaAgent
     agent = HaAgent.__new__(HaAgent)
     agent.settings = HaSettings("m2", "h:2")
     agent.member = type("M", (), {"role": role, "leader": lambda self: {"member": "m1", "address": "h:1"}})()
     refusal = agent.purge_refusal()
+    # and a dump asking for what this member lacks: the leader answers at once, a follower waits
+    assert agent.catch_up_wait() == (0.0 if role == "leader" else 5.0)
     if role == "leader":
         assert refusal is None
     else:
