@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from binlog import Event, read_events
+from binlog.reader import BinlogFile
 
 _BINLOG_NAME = re.compile(r"^(?P<base>.+)\.(?P<seq>\d{6,})$")
 FileEvents = tuple[str, Iterator[Event]]
@@ -142,7 +143,7 @@ class DirSource(DnSource):
             elif start > 4 and start == path.stat().st_size:
                 yield name, iter(())  # a restart point at the very end of a finished file
             else:
-                yield name, read_events(path, start=start)
+                yield name, BinlogFile(path, start=start)
             done.append(name)
             if self.follow and self._stopped():
                 return
