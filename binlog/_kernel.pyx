@@ -85,6 +85,8 @@ def scan(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, in
     cdef int k
     cdef list out = []
     cdef Py_ssize_t count = 0
+    new_event = make_event.__new__
+    unset = _unset_of(make_event)
     while off + HEADER_LEN <= n and count < max_records:
         p = base + off
         size = u32(p + 9)
@@ -112,11 +114,23 @@ def scan(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, in
             if k == 0:
                 off = end
                 continue
-        h = (u32(p), t, u32(p + 5), size, u32(p + 13), p[17] | (p[18] << 8))
-        out.append((k, make_event(off, h, PyBytes_FromStringAndSize(<const char *>p, size), ctx), q))
+        # Event(pos, h, raw, ctx) without the Python __init__ call: its slots set from here
+        ev = new_event(make_event)
+        ev.pos = off
+        ev.h = (u32(p), t, u32(p + 5), size, u32(p + 13), p[17] | (p[18] << 8))
+        ev.raw = PyBytes_FromStringAndSize(<const char *>p, size)
+        ev.ctx = ctx
+        ev._body = unset
+        out.append((k, ev, q))
         count += 1
         off = end
     return out, off, ST_MORE
+
+
+cdef object _unset_of(cls):
+    import sys
+
+    return getattr(sys.modules[cls.__module__], "_UNSET")
 
 
 def frame(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list items):

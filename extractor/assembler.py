@@ -120,6 +120,7 @@ class Assembler:
         self._query_phl = 13
         self._crc = 4
         self.point: RestartPoint | None = None  # newest quiet point not yet carried by a txn
+        self._branches: dict[str, str] = {}     # XA group → branch key ("" = the CDC's single group)
 
     # -- trace state of the current transaction (Transaction.processEvent_0) ----------------------
     def _reset_trace(self) -> None:
@@ -316,13 +317,16 @@ class Assembler:
             x = parse(xid)
         except (ValueError, UnicodeDecodeError) as exc:
             raise self._error(BadXid, f"cannot decode xid {xid!r}: {exc}", ev.pos) from None
-        if is_cdc_single(x.group):
+        branch = self._branches.get(x.group)
+        if branch is None:  # per group once: "" for the CDC's single group (ignored)
+            branch = self._branches[x.group] = "" if is_cdc_single(x.group) else branch_key(self.dn_hash, x.group)
+        if not branch:
             self.ignoring = True
             return
         if xid in self.by_xid:
             raise self._error(DuplicateTransaction, f"xid {xid} started again while open since "
                               f"{self.by_xid[xid].start}", ev.pos)
-        txn = DnTxn(TxnKind.DML, self.dn, x.txn_id, branch_key(self.dn_hash, x.group), start, xid=xid,
+        txn = DnTxn(TxnKind.DML, self.dn, x.txn_id, branch, start, xid=xid,
                     archive=x.archive, opened_at=time.monotonic())
         try:
             self.sorter.prewrite(xid, txn)

@@ -7,6 +7,7 @@ The DN logs ``XA START X'<gtrid hex>',X'<bqual hex>',<formatId>``; gtrid is
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 VALID_FORMAT_IDS = ("1", "3")
@@ -60,8 +61,13 @@ def parse(xid: str) -> Xid:
     txn_id = int(gtrid[5:at] if at >= 0 else gtrid[5:], 16)
     if not 0 <= txn_id < 1 << 63:
         raise ValueError(f"txnId {txn_id} out of range")
-    group = bytes.fromhex(bqual_hex).decode("utf-8")
-    return Xid(txn_id, group, xid.endswith(",3"))
+    return Xid(txn_id, _group(bqual_hex), xid.endswith(",3"))
+
+
+@lru_cache(maxsize=4096)
+def _group(bqual_hex: str) -> str:
+    """The decoded bqual: a handful of groups per DN, decoded once each."""
+    return bytes.fromhex(bqual_hex).decode("utf-8")
 
 
 def is_cdc_single(group: str) -> bool:

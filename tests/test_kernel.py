@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from binlog import kernel, kernel_py
 from binlog.event import Event, FormatContext
-from extractor import assembler
+from extractor import assembler, trace
 from extractor.source import BytesSource, list_binlog_files
 from gbinlog.local_engine import Settings, build, run_pipeline
 
@@ -140,3 +143,19 @@ def test_frame_gives_the_same_events():
         a, b = bytearray(b"head"), bytearray(b"head")
         assert _kernel.frame(a, pos, ts, sid, items) == kernel_py.frame(b, pos, ts, sid, items)
         assert a == b
+
+
+_HINT_PARTS = st.sampled_from(["", "0", "1", "12", "007", " 1", "1 ", "a", "-", "x-1", "bc88-1", "bc-1-2", "bc--3",
+                               "١", "+1", "1.5", "0x1f", "/", "*/", " ", "10.20.0.7"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_HINT_PARTS, max_size=7), st.sampled_from(["/ */", "/*/", " */", "/ */ UPDATE t", "", "*/"]))
+def test_the_hint_fast_path_gives_what_the_general_rules_give(fields, tail):
+    """``parse_hint`` reads the CN's usual form with one regex; any text gives what the general
+    (``LogEventUtil.buildTrace``) rules give."""
+    text = "/*DRDS /" + "/".join(fields) + tail
+    fast = trace.parse_hint(text)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(trace, "_CANONICAL", re.compile(r"(?!)"))
+        assert trace.parse_hint(text) == fast, text
