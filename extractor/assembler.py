@@ -75,7 +75,7 @@ _tuple_new = tuple.__new__
 # The kernel's scan takes the table as bytes; its GCN/QUERY kinds must be ours.
 _KINDS = bytes(_KIND_OF)
 assert (_K_QUERY, _K_GCN) == (kernel.K_QUERY, kernel.K_GCN)
-_Q_XA_START, _Q_BEGIN = kernel.Q_XA_START, kernel.Q_BEGIN
+_Q_XA_START, _Q_XA_COMMIT, _Q_BEGIN = kernel.Q_XA_START, kernel.Q_XA_COMMIT, kernel.Q_BEGIN
 
 
 def _records_of(events: Iterable[Event]) -> Iterator[tuple[int, Event, int]]:
@@ -163,6 +163,16 @@ class Assembler:
                 continue
             if k == _K_TABLE_MAP:
                 self._table_map(ev)
+                continue
+            if k == _Q_XA_COMMIT:
+                raw = ev.raw
+                if raw.find(Q_LIZARD_BYTE, 19, q) < 0:
+                    # no Q_LIZARD_COMMIT_GCN code byte anywhere before the statement: no lizard TSO
+                    released = self._commit_xa(ev, raw[q + 9:len(raw) - ev.ctx.crc_len].decode("latin-1").strip())
+                else:
+                    released = self._query(ev)
+                if released:
+                    yield from released
                 continue
             if k == _K_ROWS_QUERY:
                 self._rows_query(ev)
