@@ -84,35 +84,38 @@ def scan(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, in
     cdef unsigned int t
     cdef int k
     cdef list out = []
-    cdef Py_ssize_t count = 0
+    cdef Py_ssize_t count = 0, walked = 0
     new_event = make_event.__new__
     unset = _unset_of(make_event)
     while off + HEADER_LEN <= n and count < max_records:
         p = base + off
         size = u32(p + 9)
         if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-            return out, off, ST_BAD_SIZE
+            return out, off, ST_BAD_SIZE, walked
         end = off + size
         if end > n:
             break
         t = p[4]
         if t == FDE:
-            return out, off, ST_FDE
+            return out, off, ST_FDE, walked
         if checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
-            return out, off, ST_BAD_CRC
+            return out, off, ST_BAD_CRC, walked
         k = kinds[t]
         if k == 0:
             off = end
+            walked += 1
             continue
         q = 0
         if k == K_GCN:
             if size <= HEADER_LEN or not (p[HEADER_LEN] & 0x04):
                 off = end
+                walked += 1
                 continue
         elif k == K_QUERY:
             k = classify_query(p, size, query_phl, &q)
             if k == 0:
                 off = end
+                walked += 1
                 continue
         # Event(pos, h, raw, ctx) without the Python __init__ call: its slots set from here
         ev = new_event(make_event)
@@ -123,8 +126,9 @@ def scan(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, in
         ev._body = unset
         out.append((k, ev, q))
         count += 1
+        walked += 1
         off = end
-    return out, off, ST_MORE
+    return out, off, ST_MORE, walked
 
 
 cdef object _unset_of(cls):

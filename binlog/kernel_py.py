@@ -60,42 +60,47 @@ def classify_query(raw: bytes, query_phl: int) -> tuple[int, int]:
 
 
 def scan(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_event, ctx,
-         max_records: int) -> tuple[list, int, int]:
-    """``(records, offset reached, ST_*)``; see the module doc."""
+         max_records: int) -> tuple[list, int, int, int]:
+    """``(records, offset reached, ST_*, events walked)``; see the module doc."""
     n = len(data)
     out: list = []
     append = out.append
+    walked = 0
     while off + HEADER_LEN <= n and len(out) < max_records:
         h = _unpack_header(data, off)
         size = h[3]
         if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-            return out, off, ST_BAD_SIZE
+            return out, off, ST_BAD_SIZE, walked
         end = off + size
         if end > n:
             break
         t = h[1]
         if t == FDE:
-            return out, off, ST_FDE
+            return out, off, ST_FDE, walked
         raw = data[off:end]
         if checksum and crc32(raw) != CRC_RESIDUE:
-            return out, off, ST_BAD_CRC
+            return out, off, ST_BAD_CRC, walked
         k = kinds[t]
         if not k:
             off = end
+            walked += 1
             continue
         q = 0
         if k == K_GCN:
             if size <= HEADER_LEN or not raw[HEADER_LEN] & 0x04:
                 off = end
+                walked += 1
                 continue
         elif k == K_QUERY:
             k, q = classify_query(raw, query_phl)
             if not k:
                 off = end
+                walked += 1
                 continue
         append((k, make_event(off, h, bytes(raw), ctx), q))
+        walked += 1
         off = end
-    return out, off, ST_MORE
+    return out, off, ST_MORE, walked
 
 
 def frame(out: bytearray, pos: int, timestamp: int, server_id: int, items: list) -> int:

@@ -223,19 +223,22 @@ class BinlogFile:
     """The events of a finite binlog file from ``start``: iterating it is ``read_events(path,
     start=start)``; ``records(kinds)`` is the fast path for a reader that wants only some events
     (``binlog.kernel.scan``: the byte loop in C, only the wanted events made ``Event`` objects),
-    from position 4 only (``scannable``)."""
+    from position 4 only (``scannable``). ``events`` counts the events read so far either way."""
 
-    __slots__ = ("path", "start", "name")
+    __slots__ = ("path", "start", "name", "events")
 
     def __init__(self, path: str | os.PathLike, start: int = 4, name: str | None = None) -> None:
         self.path, self.start, self.name = path, start, name
+        self.events = 0
 
     @property
     def scannable(self) -> bool:
         return self.start <= 4
 
     def __iter__(self) -> Iterator[Event]:
-        return read_events(self.path, start=self.start, name=self.name)
+        for ev in read_events(self.path, start=self.start, name=self.name):
+            self.events += 1
+            yield ev
 
     def records(self, kinds: bytes, batch: int = 4096) -> Iterator[list[tuple[int, Event, int]]]:
         """Lists of ``(kind, Event, q)`` (``binlog.kernel.scan``) for the whole file; the same checks
@@ -246,40 +249,42 @@ class BinlogFile:
             if n == 0:
                 raise BadMagic("empty file, no binlog magic", source=source, offset=0)
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                yield from _scan(mm, n, FormatContext(source=source), kinds, batch)
+                yield from self._scan(mm, n, FormatContext(source=source), kinds, batch)
 
-
-def _scan(data, n: int, ctx: FormatContext, kinds: bytes, batch: int) -> Iterator[list]:
-    source = ctx.source
-    if n < 4:
-        raise BadMagic(f"{n} bytes, shorter than the binlog magic", source=source, offset=0)
-    if data[0:4] != BINLOG_MAGIC:
-        raise BadMagic(f"bad magic {bytes(data[0:4]).hex()}", source=source, offset=0)
-    off = 4
-    scan = kernel.scan
-    while True:
-        phl = ctx.post_header_len
-        query_phl = phl[EventType.QUERY - 1] if len(phl) >= EventType.QUERY else 13
-        records, off, status = scan(data, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
-        if records:
-            yield records
-        if status == kernel.ST_MORE:
-            if len(records) >= batch:
-                continue
-            if off < n:
-                raise TruncatedEvent(f"input ends {n - off} bytes into an event", source=source, offset=off)
-            return
-        h = HEADER_STRUCT.unpack_from(data, off)
-        size = h[3]
-        if status == kernel.ST_FDE:
-            ctx = context_from_fde(data[off:off + size], ctx, off)
-            off += size
-        elif status == kernel.ST_BAD_SIZE:
-            raise ImpossibleEventSize(f"event size {size}", source=source, offset=off)
-        elif size < HEADER_LEN + CRC_LEN:
-            raise ImpossibleEventSize(f"event size {size} leaves no room for its CRC32", source=source, offset=off)
-        else:
-            raise ChecksumMismatch(f"CRC32 mismatch in event type {h[1]}", source=source, offset=off)
+    def _scan(self, data, n: int, ctx: FormatContext, kinds: bytes, batch: int) -> Iterator[list]:
+        source = ctx.source
+        if n < 4:
+            raise BadMagic(f"{n} bytes, shorter than the binlog magic", source=source, offset=0)
+        if data[0:4] != BINLOG_MAGIC:
+            raise BadMagic(f"bad magic {bytes(data[0:4]).hex()}", source=source, offset=0)
+        off = 4
+        scan = kernel.scan
+        while True:
+            phl = ctx.post_header_len
+            query_phl = phl[EventType.QUERY - 1] if len(phl) >= EventType.QUERY else 13
+            records, off, status, walked = scan(data, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
+            self.events += walked
+            if records:
+                yield records
+            if status == kernel.ST_MORE:
+                if len(records) >= batch:
+                    continue
+                if off < n:
+                    raise TruncatedEvent(f"input ends {n - off} bytes into an event", source=source, offset=off)
+                return
+            h = HEADER_STRUCT.unpack_from(data, off)
+            size = h[3]
+            if status == kernel.ST_FDE:
+                ctx = context_from_fde(data[off:off + size], ctx, off)
+                off += size
+                self.events += 1
+            elif status == kernel.ST_BAD_SIZE:
+                raise ImpossibleEventSize(f"event size {size}", source=source, offset=off)
+            elif size < HEADER_LEN + CRC_LEN:
+                raise ImpossibleEventSize(f"event size {size} leaves no room for its CRC32", source=source,
+                                          offset=off)
+            else:
+                raise ChecksumMismatch(f"CRC32 mismatch in event type {h[1]}", source=source, offset=off)
 
 
 def read_all(source: Source, **kwargs) -> list[Event]:

@@ -150,6 +150,7 @@ class BuildResult:
     skipped: int = 0              # regenerated on resume and dropped (vtso ≤ last)
     events: int = 0
     bytes: int = 0
+    dn_events: int | None = None  # DN events read (None: an input that does not count them)
     last_vtso: str | None = None
     seconds: float = 0.0
     resumed: bool = False
@@ -442,6 +443,8 @@ class Pipeline:
         binlog, result = self.binlog, self.result
         result.written, result.events, result.bytes = binlog.txns_written, binlog.events_written, binlog.bytes_written
         result.last_vtso = self.last_consumed
+        read = [getattr(d, "events_read", None) for d in self.dns]
+        result.dn_events = None if None in read else sum(read)
         result.files = list(binlog.files)
         result.seconds = time.perf_counter() - self.t0
         if self.on_progress is not None:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from binlog import kernel, kernel_py
+from binlog import kernel, kernel_py, read_all
 from binlog.event import Event, FormatContext
 from extractor import assembler, trace
 from extractor.source import BytesSource, list_binlog_files
@@ -72,7 +72,9 @@ def output(d: Path) -> dict[str, bytes]:
 def test_compiled_pure_python_and_event_by_event_builds_are_byte_identical(name, tmp_path, monkeypatch):
     dirs = dn_dirs(ROOT / "fixtures" / name)
     settings = Settings(max_file_size=256 << 10)
-    build(dirs, tmp_path / "compiled", settings=settings)
+    result = build(dirs, tmp_path / "compiled", settings=settings)
+    # the closing line's DN events: every event of every DN file, counted by the scan
+    assert result.dn_events == sum(len(read_all(p)) for d in dirs for p in (d / n for n in list_binlog_files(d)))
     with monkeypatch.context() as m:
         m.setattr(kernel, "scan", kernel_py.scan)
         m.setattr(kernel, "frame", kernel_py.frame)
@@ -93,9 +95,9 @@ def scan_all(impl, data: bytes, kinds: bytes, batch: int) -> list:
     ctx = FormatContext(source="t")
     out, off = [], 4
     while True:
-        recs, off, status = impl.scan(data, off, True, kinds, 13, Event, ctx, batch)
+        recs, off, status, walked = impl.scan(data, off, True, kinds, 13, Event, ctx, batch)
         out.append([(k, ev.pos, ev.h, ev.raw, q) for k, ev, q in recs])
-        out.append((off, status))
+        out.append((off, status, walked))
         if status == kernel_py.ST_FDE:
             off += int.from_bytes(data[off + 9:off + 13], "little")
         elif status != kernel_py.ST_MORE or len(recs) < batch:
