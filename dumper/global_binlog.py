@@ -29,7 +29,7 @@ from binlog.writer import file_name as _file_name
 from binlog.writer import file_seq, rotation_due
 from binlog.writer import file_start as _file_start
 from binlog.writer import rotate_event as rotate_event
-from dumper.gtid import cluster_identity, file_gtids, gtid_uuid, previous_gtids_event, put_gtid, sid_of
+from dumper.gtid import cluster_identity, file_gtids, gtid_payload, gtid_uuid, previous_gtids_event, sid_of
 from extractor.vtso import vtso_timestamp
 from schema_shaper.model import LogicalKind, LogicalTxn
 
@@ -42,6 +42,7 @@ CTS_PREFIX = b"CTS::"
 
 _pack_xid = struct.Struct("<Q").pack
 _QUERY, _XID, _ROWS_QUERY, _TABLE_MAP = int(EventType.QUERY), int(EventType.XID), 29, int(EventType.TABLE_MAP)
+_GTID = int(EventType.GTID)
 _SUPPRESS_USE = EventFlag.SUPPRESS_USE
 # MySQL writes Rows_query as an ignorable event; a reader that does not know type 29 skips it.
 _IGNORABLE = EventFlag.IGNORABLE
@@ -153,11 +154,11 @@ def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int,
     else:
         return b"", 0
     items.append((_ROWS_QUERY, b"\x01" + CTS_PREFIX + vtso.encode("ascii"), _IGNORABLE))
-    out = bytearray()
     if gtid is not None:
-        pos = put_gtid(out, pos, ts, sid, gtid[0], gtid[1], gtid[2], kind is LogicalKind.DDL)
+        items.insert(0, (_GTID, gtid_payload(gtid[0], gtid[1], gtid[2], ddl=kind is LogicalKind.DDL)))
+    out = bytearray()
     kernel.frame(out, pos, ts, sid, items)
-    return bytes(out), len(items) + (gtid is not None)
+    return bytes(out), len(items)
 
 
 def check_server_version(server_version: str) -> None:

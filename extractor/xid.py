@@ -13,6 +13,7 @@ from typing import NamedTuple
 VALID_FORMAT_IDS = ("1", "3")
 ARCHIVE_FORMAT_ID = "3"
 CDC_SINGLE_GROUP = "__cdc___single_group"
+_tuple_new = tuple.__new__
 
 
 class Xid(NamedTuple):
@@ -61,7 +62,7 @@ def parse(xid: str) -> Xid:
     txn_id = int(gtrid[5:at] if at >= 0 else gtrid[5:], 16)
     if not 0 <= txn_id < 1 << 63:
         raise ValueError(f"txnId {txn_id} out of range")
-    return Xid(txn_id, _group(bqual_hex), xid.endswith(",3"))
+    return _tuple_new(Xid, (txn_id, _group(bqual_hex), xid.endswith(",3")))  # Xid(…) minus its __new__ call
 
 
 @lru_cache(maxsize=4096)
