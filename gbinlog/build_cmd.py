@@ -216,7 +216,7 @@ def _summary(r) -> None:
     files = f"{r.files[0]}…{r.files[-1]} ({len(r.files)} files)" if r.files else "no file"
     click.echo(f"built {r.out_dir}: {r.txns:,} transactions ({r.written:,} written, {r.events:,} events, "
                f"{r.bytes / 1e6:,.1f} MB) in {r.seconds:.2f} s — "
-               + (f"{r.dn_events:,} DN events in, {r.dn_events / secs:,.0f} DN events/s; "
+               + (f"{r.dn_events:,} DN events read, {r.dn_events / secs:,.0f} DN events/s; "
                   if r.dn_events is not None else "")
                + f"{r.events / secs:,.0f} events/s, {r.bytes / 1e6 / secs:,.1f} MB/s out; {files}; "
                f"last vtso {r.last_vtso}")
