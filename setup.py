@@ -30,7 +30,7 @@ def extensions() -> list:
     from setuptools import Extension
 
     return cythonize([Extension("binlog._kernel", ["binlog/_kernel.pyx"], libraries=["z"],
-                                extra_compile_args=["-O2"])], language_level=3, quiet=True)
+                                extra_compile_args=["-O2", "-g0"])], language_level=3, quiet=True)
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
