@@ -18,8 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from binlog import kernel, kernel_py, read_all
+from binlog import BinlogError, kernel, kernel_py, read_all, read_events
 from binlog.event import Event, FormatContext
+from binlog.reader import BinlogFile
 from extractor import assembler, trace
 from extractor.source import BytesSource, list_binlog_files
 from gbinlog.local_engine import Settings, build, run_pipeline
@@ -165,3 +166,32 @@ def test_the_hint_fast_path_gives_what_the_general_rules_give(fields, tail):
     with pytest.MonkeyPatch.context() as m:
         m.setattr(trace, "_CANONICAL", re.compile(r"(?!)"))
         assert trace.parse_hint(text) == fast, text
+
+
+def outcome(fn):
+    try:
+        fn()
+    except BinlogError as exc:
+        return type(exc), str(exc)
+    return None
+
+
+def test_a_damaged_file_raises_the_same_typed_error_by_scan_as_by_read_events(tmp_path):
+    """The fast path names the same file, offset and cause as ``read_events`` (flipped bits,
+    truncation, a bad magic, an empty file)."""
+    rnd = random.Random(3)
+    data = (ROOT / "fixtures" / "mixed-2dn" / "dn0" / "mysql-bin.000001").read_bytes()
+    copies = [data[:4 + rnd.randrange(len(data) - 4)] for _ in range(5)] + [b"", b"\xfebi", b"\xfebin" + data[4:]]
+    for _ in range(25):
+        bad = bytearray(data)
+        bad[rnd.randrange(4, len(bad))] ^= 1 << rnd.randrange(8)
+        copies.append(bytes(bad))
+    errors = 0
+    for i, copy in enumerate(copies):
+        path = tmp_path / f"mysql-bin.{i:06d}"
+        path.write_bytes(copy)
+        by_scan = outcome(lambda p=path: [r for batch in BinlogFile(p).records(assembler._KINDS) for r in batch])
+        by_events = outcome(lambda p=path: list(read_events(p)))
+        assert by_scan == by_events, i
+        errors += by_scan is not None
+    assert errors >= 25
