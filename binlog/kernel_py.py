@@ -19,6 +19,8 @@ from __future__ import annotations
 import struct
 from zlib import crc32
 
+from binlog.writer import put_event
+
 HEADER_LEN = 19
 CRC_RESIDUE = 0x2144DF1C
 MAX_EVENT_SIZE = 1 << 30
@@ -29,8 +31,6 @@ ST_MORE, ST_FDE, ST_BAD_SIZE, ST_BAD_CRC = 0, 1, 2, 3
 
 _header = struct.Struct("<IBIIIH")
 _unpack_header = _header.unpack_from
-_pack_header = _header.pack
-_pack_crc = struct.Struct("<I").pack
 _db_status = struct.Struct("<B2xH").unpack_from
 
 
@@ -105,14 +105,7 @@ def scan(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_even
 
 def frame(out: bytearray, pos: int, timestamp: int, server_id: int, items: list) -> int:
     """Append the events ``items`` (``(type_code, payload[, flags])``) starting at file offset ``pos``;
-    returns the end offset."""
+    returns the end offset (``binlog.writer.put_event`` per item)."""
     for item in items:
-        type_code, payload = item[0], item[1]
-        flags = item[2] if len(item) > 2 else 0
-        size = HEADER_LEN + 4 + len(payload)
-        pos += size
-        head = _pack_header(timestamp, type_code, server_id, size, pos, flags)
-        out += head
-        out += payload
-        out += _pack_crc(crc32(payload, crc32(head)))
+        pos = put_event(out, pos, timestamp, item[0], server_id, item[1], item[2] if len(item) > 2 else 0)
     return pos
