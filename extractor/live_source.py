@@ -1,11 +1,11 @@
 """A live DN source: the DN's binlog over the replication protocol (DESIGN.md §3, issue 7).
 
 ``ReplicationSource`` connects to a DN (or any MySQL-protocol binlog server) the way a replica
-does, with python-mysql-replication's ``BinLogStreamReader`` doing the connection work (handshake,
-checksum negotiation, heartbeat period, COM_REGISTER_SLAVE, COM_BINLOG_DUMP from a file and
-position). Its event decoding is bypassed: the packets are taken raw, so every event reaches the
-assembler as the exact bytes the DN wrote (``Event.raw``) for pass-through, and the DN's own event
-types (GCN 105, SEQUENCE 80, consensus 101–104) need no decoder registration.
+does, with the project's own small client (``extractor.replication_client``: login, checksum
+negotiation, heartbeat period, COM_REGISTER_SLAVE, COM_BINLOG_DUMP from a file and position).
+Nothing is decoded on the way: every event reaches the assembler as the exact bytes the DN wrote
+(``Event.raw``) for pass-through, and the DN's own event types (GCN 105, SEQUENCE 80, consensus
+101–104) need no decoder registration.
 
 It yields ``(file name, events)`` like ``DirSource``: the stream's fake ROTATE names the file,
 events carry their position in it (``log_pos - event_size``), a real ROTATE ends a file and the
@@ -27,16 +27,13 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
-
-import pymysql
-from pymysqlreplication import BinLogStreamReader
 
 from binlog.constants import CRC_LEN, HEADER_LEN, MAX_EVENT_SIZE, EventFlag
 from binlog.errors import BinlogError
 from binlog.event import Event, FormatContext
 from binlog.header import HEADER_STRUCT, crc_ok
 from binlog.reader import context_from_fde
+from extractor.replication_client import ClientProtocolError, ReplicationClient, ServerError
 from extractor.source import DnSource, FileEvents
 
 log = logging.getLogger(__name__)
@@ -63,32 +60,6 @@ class LiveSourceError(Exception):
 
 class _Reconnect(Exception):
     """The connection broke (or the server ended the stream): reconnect and resume."""
-
-
-class _RawBinlogStream(BinLogStreamReader):
-    """``BinLogStreamReader`` for its connection set-up only; packets are read raw."""
-
-    def open(self) -> None:
-        # The library's own connect sequence (pinned mysql-replication==1.0.17): SET NAMES,
-        # SHOW GLOBAL VARIABLES LIKE 'BINLOG_CHECKSUM', SET @master_binlog_checksum,
-        # @master_heartbeat_period, @mariadb_slave_capability, COM_REGISTER_SLAVE, COM_BINLOG_DUMP.
-        self._BinLogStreamReader__connect_to_stream()
-
-    @property
-    def checksum(self) -> bool:
-        """Whether we told the server we handle CRC32 (so its first fake ROTATE carries one)."""
-        return bool(self._BinLogStreamReader__use_checksum)
-
-    @property
-    def conn(self) -> pymysql.connections.Connection:
-        return self._stream_connection
-
-    def read_raw(self) -> bytes | None:
-        """One stream packet's payload (``0x00`` + event), or None at end of stream (EOF packet)."""
-        pkt = self._stream_connection._read_packet()
-        if pkt.is_eof_packet():
-            return None
-        return pkt.get_all_data()
 
 
 class ReplicationSource(DnSource):
@@ -127,7 +98,9 @@ class ReplicationSource(DnSource):
         self.bytes = 0
         self.reconnects = 0
         self.gaps = 0                            # events the server left out (filtered)
-        self._stream: _RawBinlogStream | None = None
+        self._stream: ReplicationClient | None = None
+        self._events_iter: Iterator[bytes] | None = None
+        self._checksum = False                   # we told the server we handle CRC32
         self._stopped = threading.Event()
         self._ctx = FormatContext(source=f"{dn_id}")
         self._pending_file: str | None = None   # named by a fake ROTATE, not started yet
@@ -142,12 +115,10 @@ class ReplicationSource(DnSource):
         with self._lock:
             stream = self._stream
         if stream is not None:
-            sock = getattr(stream.conn, "_sock", None)
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            try:
+                stream.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _is_stopped(self) -> bool:
         return self._stopped.is_set() or self.should_stop()
@@ -161,15 +132,17 @@ class ReplicationSource(DnSource):
         return f"{self.host}:{self.port}"
 
     # -- connection -------------------------------------------------------------------------------
-    def _connect(self) -> _RawBinlogStream:
-        settings: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user,
-                                    "password": self.password, "connect_timeout": self.connect_timeout,
-                                    "read_timeout": self.read_timeout}
-        stream = _RawBinlogStream(settings, server_id=self.server_id, blocking=True, resume_stream=True,
-                                  log_file=self.file, log_pos=self.pos, slave_heartbeat=self.heartbeat,
-                                  enable_logging=False)
-        stream.open()
-        return stream
+    def _connect(self) -> ReplicationClient:
+        client = ReplicationClient(self.host, self.port, self.user, self.password,
+                                   connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
+        try:
+            self._checksum = client.prepare_dump(server_id=self.server_id, heartbeat=self.heartbeat)
+            client.dump(self.file, self.pos, server_id=self.server_id)
+        except BaseException:
+            client.close()
+            raise
+        self._events_iter = client.events()
+        return client
 
     def _close(self) -> None:
         with self._lock:
@@ -189,16 +162,16 @@ class ReplicationSource(DnSource):
             self._set_state("connecting")
             try:
                 stream = self._connect()
-            except pymysql.err.MySQLError as exc:
-                code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-                msg = exc.args[1] if len(exc.args) > 1 else str(exc)
-                if code in FATAL_SERVER_ERRORS:
+            except ServerError as exc:
+                if exc.code in FATAL_SERVER_ERRORS:
                     self._set_state("failed")
-                    raise LiveSourceError(f"{self._where()} refused: ({code}) {msg}", dn=self.dn_id,
+                    raise LiveSourceError(f"{self._where()} refused: {exc}", dn=self.dn_id,
                                           file=self.file or None, offset=self.pos) from None
-                self.last_error = f"({code}) {msg}" if code else msg
+                self.last_error = str(exc)
+            except ClientProtocolError as exc:
+                self.last_error = str(exc)
             except OSError as exc:
-                self.last_error = exc.strerror or str(exc)
+                self.last_error = exc.strerror or str(exc) or type(exc).__name__
             else:
                 with self._lock:
                     self._stream = stream
@@ -218,23 +191,19 @@ class ReplicationSource(DnSource):
 
     def _packet(self) -> bytes:
         """The next event (raw) from the stream; raises ``_Reconnect`` on a broken connection."""
-        stream = self._stream
         try:
-            data = stream.read_raw()
-        except pymysql.err.MySQLError as exc:
-            code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-            msg = exc.args[1] if len(exc.args) > 1 else str(exc)
-            if code in FATAL_SERVER_ERRORS:
-                raise LiveSourceError(f"{self._where()}: ({code}) {msg}", dn=self.dn_id, file=self.file,
+            return next(self._events_iter)  # type: ignore[arg-type]
+        except StopIteration:
+            raise _Reconnect("server ended the stream (EOF packet)") from None
+        except ServerError as exc:
+            if exc.code in FATAL_SERVER_ERRORS:
+                raise LiveSourceError(f"{self._where()}: {exc}", dn=self.dn_id, file=self.file,
                                       offset=self.pos) from None
-            raise _Reconnect(f"({code}) {msg}" if code else msg) from None
-        except (OSError, AttributeError, struct.error) as exc:  # AttributeError: socket closed by stop()
+            raise _Reconnect(str(exc)) from None
+        except ClientProtocolError as exc:
+            raise _Reconnect(str(exc)) from None
+        except (OSError, ValueError, struct.error) as exc:  # ValueError: socket closed by stop()
             raise _Reconnect(str(exc) or type(exc).__name__) from None
-        if data is None:
-            raise _Reconnect("server ended the stream (EOF packet)")
-        if not data or data[0] != 0:
-            raise _Reconnect(f"unexpected packet {bytes(data[:8]).hex()}")
-        return data[1:]
 
     # -- events -----------------------------------------------------------------------------------
     def files(self) -> Iterator[FileEvents]:
@@ -293,7 +262,7 @@ class ReplicationSource(DnSource):
         # A connection's first fake ROTATE carries a CRC iff we asked for CRC32; later ones
         # (file switches) follow the FDE of the file before (reference: replication-protocol §4.1).
         if self._fresh or not self._ctx_known:
-            crc = self._stream is not None and self._stream.checksum
+            crc = self._checksum
         else:
             crc = self._ctx.checksum
         if crc:

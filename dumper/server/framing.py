@@ -13,8 +13,8 @@ import struct
 from collections.abc import Callable
 
 from binlog.constants import HEADER_LEN
+from binlog.wire import MAX_PAYLOAD
 
-MAX_PAYLOAD = 0xFFFFFF                   # one protocol packet (dumper.server.protocol.MAX_PAYLOAD)
 SPLIT_AT = MAX_PAYLOAD - 1               # 0x00 + event no longer fits one packet
 _PACKET_HEAD_00 = struct.Struct("<IB")   # packet header + the 0x00 "OK" byte before each event
 _SIZE = struct.Struct("<I")
