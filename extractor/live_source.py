@@ -27,11 +27,12 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
+from zlib import crc32
 
 from binlog.constants import CRC_LEN, HEADER_LEN, MAX_EVENT_SIZE, EventFlag
 from binlog.errors import BinlogError
 from binlog.event import Event, FormatContext
-from binlog.header import HEADER_STRUCT, crc_ok
+from binlog.header import CRC_RESIDUE, HEADER_STRUCT, crc_ok
 from binlog.reader import context_from_fde
 from extractor.replication_client import ClientProtocolError, ReplicationClient, ServerError
 from extractor.source import DnSource, FileEvents
@@ -39,6 +40,7 @@ from extractor.source import DnSource, FileEvents
 log = logging.getLogger(__name__)
 
 _FDE, _ROTATE, _STOP, _HEARTBEAT = 15, 4, 3, 27
+_STREAM_TYPES = frozenset({_FDE, _ROTATE, _HEARTBEAT})   # handled one by one (``_event``)
 _ARTIFICIAL = EventFlag.ARTIFICIAL
 _unpack_header = HEADER_STRUCT.unpack_from
 # Server errors no reconnect can fix: access denied, unknown db/user, bad binlog position/file.
@@ -99,7 +101,7 @@ class ReplicationSource(DnSource):
         self.reconnects = 0
         self.gaps = 0                            # events the server left out (filtered)
         self._stream: ReplicationClient | None = None
-        self._events_iter: Iterator[bytes] | None = None
+        self._batch: list[bytes] = []           # events received, not yet looked at
         self._checksum = False                   # we told the server we handle CRC32
         self._stopped = threading.Event()
         self._ctx = FormatContext(source=f"{dn_id}")
@@ -141,7 +143,7 @@ class ReplicationSource(DnSource):
         except BaseException:
             client.close()
             raise
-        self._events_iter = client.events()
+        self._batch = []
         return client
 
     def _close(self) -> None:
@@ -189,12 +191,13 @@ class ReplicationSource(DnSource):
             delay = min(delay * 2, self.backoff_max)
         return False
 
-    def _packet(self) -> bytes:
-        """The next event (raw) from the stream; raises ``_Reconnect`` on a broken connection."""
+    def _packets(self) -> list[bytes]:
+        """The next events (raw) from the stream; raises ``_Reconnect`` on a broken connection."""
+        if self._batch:
+            batch, self._batch = self._batch, []
+            return batch
         try:
-            return next(self._events_iter)  # type: ignore[arg-type]
-        except StopIteration:
-            raise _Reconnect("server ended the stream (EOF packet)") from None
+            batch = self._stream.batch()  # type: ignore[union-attr]
         except ServerError as exc:
             if exc.code in FATAL_SERVER_ERRORS:
                 raise LiveSourceError(f"{self._where()}: {exc}", dn=self.dn_id, file=self.file,
@@ -202,8 +205,11 @@ class ReplicationSource(DnSource):
             raise _Reconnect(str(exc)) from None
         except ClientProtocolError as exc:
             raise _Reconnect(str(exc)) from None
-        except (OSError, ValueError, struct.error) as exc:  # ValueError: socket closed by stop()
+        except (OSError, ValueError, AttributeError, struct.error) as exc:  # closed by stop()
             raise _Reconnect(str(exc) or type(exc).__name__) from None
+        if not batch:
+            raise _Reconnect("server ended the stream (EOF packet)")
+        return batch
 
     # -- events -----------------------------------------------------------------------------------
     def files(self) -> Iterator[FileEvents]:
@@ -227,10 +233,12 @@ class ReplicationSource(DnSource):
             if not self._ensure_connected():
                 return None
             try:
-                raw = self._packet()
+                batch = self._packets()
             except _Reconnect as exc:
                 self._lost(str(exc))
                 continue
+            raw = batch[0]
+            self._batch = batch[1:]
             rotated = self._fake_rotate(raw)
             self._fresh = False
             if rotated is not None:
@@ -282,21 +290,42 @@ class ReplicationSource(DnSource):
             if not self._ensure_connected():
                 return
             try:
-                raw = self._packet()
+                batch = self._packets()
             except _Reconnect as exc:
                 self._lost(str(exc))
                 continue
-            ev = self._event(raw)
-            self._fresh = False
-            if ev is None:
-                if self._pending_file is not None:
-                    return
-                continue
-            self.pos = ev.pos + ev.h[3]
+            yield from self._checked(batch)
+            if self._pending_file is not None:
+                return
+
+    def _checked(self, batch: list[bytes]) -> Iterator[Event]:
+        """The events of ``batch`` that belong to the file, checked; at a fake ROTATE naming the
+        next file the rest of the batch is kept for it. The common event (a whole event at its file
+        position, CRC32 right, no stream-only type) takes the inline path."""
+        unpack, residue, special, max_size = _unpack_header, CRC_RESIDUE, _STREAM_TYPES, MAX_EVENT_SIZE
+        ctx = self._ctx
+        check = ctx.checksum
+        for i, raw in enumerate(batch):
+            size = len(raw)
+            h = unpack(raw, 0) if size >= HEADER_LEN else None
+            if (h is not None and h[3] == size and h[4] and h[1] not in special and size <= max_size
+                    and h[4] - size == self.pos and (not check or crc32(raw) == residue)):
+                ev = Event(self.pos, h, raw, ctx)
+            else:
+                ev = self._event(raw)
+                self._fresh = False
+                ctx = self._ctx
+                check = ctx.checksum
+                if ev is None:
+                    if self._pending_file is not None:
+                        self._batch = batch[i + 1:]
+                        return
+                    continue
+            self.pos = ev.pos + size
             self.events += 1
-            self.bytes += ev.h[3]
-            self.last_event_at = time.monotonic()
+            self.bytes += size
             yield ev
+        self.last_event_at = time.monotonic()
 
     def _event(self, raw: bytes) -> Event | None:
         """Check one event; None for stream-only events (fake ROTATE, heartbeat, a patched FDE,

@@ -244,31 +244,38 @@ class ReplicationClient:
         self.write_packet(bytes((COM_BINLOG_DUMP,)) + struct.pack("<IHI", pos, flags, server_id)
                           + file.encode("utf-8"))
 
-    def events(self) -> Iterator[bytes]:
-        """The events of the stream, as sent; ends at the server's EOF packet; ERR → ``ServerError``."""
+    def batch(self) -> list[bytes]:
+        """The events of every whole stream packet received so far, at least one (blocks until
+        then), as sent; ``[]`` at the server's EOF packet; ERR → ``ServerError``. One slice per
+        event; a packet split in continuations (an event of 16 MiB or more) comes alone."""
+        buf, off = self._buf, self._off
+        n = len(buf)
+        out = []
         unpack = _unpack_word
-        while True:
-            buf, off = self._buf, self._off
-            avail = len(buf) - off
-            if avail >= 5:
-                word = unpack(buf, off)[0]
-                n = word & 0xFFFFFF
-                if n < MAX_PAYLOAD and avail >= 4 + n and buf[off + 4] == 0:
-                    # The common case: one whole event packet already buffered.
-                    self._off = off + 4 + n
-                    self.seq = ((word >> 24) + 1) & 0xFF
-                    yield buf[off + 5:off + 4 + n]
-                    continue
-            pkt = self.read_packet()
-            kind = pkt[:1]
-            if kind == b"\x00":
-                yield pkt[1:]
-            elif kind == b"\xff":
-                raise ServerError(*parse_error(pkt))
-            elif _is_eof(pkt):
-                return
-            else:
-                raise ClientProtocolError(f"unexpected packet {bytes(pkt[:8]).hex()} in the binlog stream")
+        while off + 5 <= n:
+            size = unpack(buf, off)[0] & 0xFFFFFF
+            end = off + 4 + size
+            if end > n or size >= MAX_PAYLOAD or buf[off + 4] != 0:
+                break
+            out.append(buf[off + 5:end])
+            off = end
+        if out:
+            self._off = off
+            return out
+        pkt = self.read_packet()
+        kind = pkt[:1]
+        if kind == b"\x00":
+            return [pkt[1:]]
+        if kind == b"\xff":
+            raise ServerError(*parse_error(pkt))
+        if _is_eof(pkt):
+            return []
+        raise ClientProtocolError(f"unexpected packet {bytes(pkt[:8]).hex()} in the binlog stream")
+
+    def events(self) -> Iterator[bytes]:
+        """The events of the stream one by one, as sent, until the server's EOF packet."""
+        while batch := self.batch():
+            yield from batch
 
 
 def _is_eof(pkt: bytes) -> bool:
