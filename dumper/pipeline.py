@@ -16,7 +16,8 @@ storage_seq, should_stop)`` and optionally ``standby``). The steps:
 4. **merge** — ``merger.merge``, which owns membership: a DN joins at the ``StorageInstChange``
    instruction that lists it (``join``), a DN the instruction drops leaves after its branch;
 5. **shape** — ``Shaper.as_of`` the meta store at the last vtso done; regenerated transactions
-   ≤ that vtso are dropped (and counted, so ``state.json`` ends as an uninterrupted run's);
+   ≤ that vtso are dropped (and counted, so ``state.json`` ends as an uninterrupted run's); a DN
+   that joins brings its physical DDLs from before the join (``prejoin``);
 6. **write** — ``GlobalBinlog.append``;
 7. **checkpoint** — every ``checkpoint_seconds`` / ``checkpoint_bytes``: fsync of the binlog, then
    ``state.json`` (atomic) with each DN's newest restart point, the members, joined and left DNs.
@@ -299,13 +300,25 @@ class Pipeline:
             shaper = Shaper.as_of(self.store, self.skip, on_error=on_error)
         else:
             shaper = Shaper(store=self.store, on_error=on_error)
+        self.schema = shaper
         return with_filter(shaper.shape_txn, TableFilter.from_settings(self.settings.filter))
+
+    def prejoin(self, g: GlobalTxn) -> None:
+        """A DN joined at instruction ``g``: its physical DDLs from before the join (the merge set
+        them aside) reach the shaper before anything after the join is shaped."""
+        txns = list(self.membership.prejoin)
+        self.membership.prejoin.clear()
+        if not self.replay and self.skip is not None and g.vtso <= self.skip:
+            return                              # in the meta store already (Shaper.as_of)
+        self.schema.apply_prejoin(txns, g.vtso)
 
     def regenerated(self, g: GlobalTxn, shape_txn) -> None:
         """A transaction ≤ the last one done: dropped; counted (and its membership checked) when a
         crashed run consumed it after its last checkpoint; re-shaped and compared when replaying."""
         self.result.skipped += 1
         vtso = g.vtso
+        if self.membership.prejoin:
+            self.prejoin(g)
         if self.prior is None or vtso > self.prior:
             self.base["txns"] += 1
             self.note_broadcast(g)
@@ -375,6 +388,7 @@ class Pipeline:
         next_progress = now + self.progress_seconds
         bytes_at_check = 0
         flush_each = settings.flush_seconds <= 0
+        prejoin = self.membership.prejoin
         for g in merged:
             for b in g.branches:
                 if b.restart is not None:
@@ -388,6 +402,8 @@ class Pipeline:
                                       f"{binlog.last_written_vtso} these DNs do not produce (they went from below "
                                       f"it to {vtso}): another cluster's output? Use a new output directory")
             self.note_broadcast(g)
+            if prejoin:
+                self.prejoin(g)
             append(shape_txn(g))
             self.last_consumed = vtso
             result.txns += 1

@@ -24,36 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from binlog import BinlogError, EventType, read_events
-from binlog.constants import DELETE_TYPES, ROWS_TYPES, UPDATE_TYPES, WRITE_TYPES
-from dumper.global_binlog import BASE, CTS_PREFIX, HEARTBEAT_TEXT
+from dumper.global_binlog import BASE, CTS_PREFIX
 from dumper.recovery import list_files, list_index
+from dumper.verify_file import FileInfo, FileScan, Written
 from extractor.vtso import vtso_timestamp
 
 E = EventType
-_SYSTEM_PREFIXES = ("__cdc__", "__drds_")
-_CTS_LINE = re.compile(r"(?:^|\n)# CTS::(\d{54})(?:::ARCHIVE)?$")
-
-
-@dataclass(slots=True)
-class FileInfo:
-    name: str
-    size: int
-    first_vtso: str | None = None
-    last_vtso: str | None = None
-    txns: int = 0
-
-
-@dataclass(slots=True)
-class Written:
-    """One transaction as it is in the files (rows decoded only when checking against a truth)."""
-
-    vtso: str
-    kind: str                     # dml / ddl / heartbeat
-    file: str
-    pos: int
-    db: str | None = None
-    sql: str | None = None
-    changes: list[tuple[str, str, str, list]] = field(default_factory=list)  # (db, table, op, rows)
 
 
 @dataclass(slots=True)
@@ -138,134 +114,20 @@ class _Checker:
         info = FileInfo(name, path.stat().st_size)
         self.report.files.append(info)
         where = str(path)
-        state = "idle"          # idle | begin | dml | heartbeat | xid | ddl
-        txn: Written | None = None
-        announced: str | None = None
-        maps: dict[int, Any] = {}
-        rotated = False
-        first = True
+        scan = FileScan(self, name, next_name, info)
         try:
             for ev in read_events(path):
                 self.report.events += 1
-                t, pos = ev.h[1], ev.pos
+                pos = ev.pos
                 at = f"{where}: offset {pos}"
                 if ev.h[4] != pos + ev.h[3]:
                     self.error(f"{at}: log_pos {ev.h[4]} is not the event's end {pos + ev.h[3]}")
-                if first:
-                    first = False
-                    if t != E.FORMAT_DESCRIPTION:
-                        self.error(f"{at}: the file does not start with a FORMAT_DESCRIPTION")
-                        return
-                    body = ev.body
-                    if body.binlog_version != 4 or not body.server_version.startswith(("5.", "8.")) or not ev.ctx.checksum:
-                        self.error(f"{at}: FDE binlog v{body.binlog_version}, server {body.server_version!r}, "
-                                   f"checksum {ev.ctx.checksum}: expected v4, '5.…' or '8.…', CRC32")
-                    continue
-                if rotated:
-                    self.error(f"{at}: event after the ROTATE")
+                if not scan.event(ev, at):
                     return
-                if t == E.ROTATE:
-                    if state != "idle":
-                        self.error(f"{at}: ROTATE inside a transaction (a txn spans files)")
-                    if ev.body.next_file != next_name:
-                        self.error(f"{at}: ROTATE names {ev.body.next_file}, the next file is {next_name}")
-                    rotated = True
-                    continue
-                if state == "idle" and t in (E.GTID, E.PREVIOUS_GTIDS):
-                    self.gtid_event(ev, at, info)
-                    continue
-                if state == "idle":
-                    if self.gtid_pending is False and self.gtids:
-                        self.error(f"{at}: a transaction without its GTID event (the others have one)")
-                    self.gtid_pending = False
-                    if t == E.QUERY:
-                        q = ev.body.query
-                        if q == b"BEGIN":
-                            state, announced = "begin", None
-                            txn = Written("", "dml", name, pos)
-                            maps = {}
-                        else:
-                            state, announced = "ddl", None
-                            txn = Written("", "ddl", name, pos, db=ev.body.db,
-                                          sql=q.decode("utf-8", "replace"))
-                    else:
-                        self.error(f"{at}: event type {t} outside a transaction")
-                    continue
-                if state == "begin" and t == E.ROWS_QUERY:
-                    text = ev.body.query.decode("utf-8", "replace")
-                    if text == HEARTBEAT_TEXT.decode():
-                        state = "heartbeat"
-                        txn.kind = "heartbeat"
-                        continue
-                    m = _CTS_LINE.search(text)
-                    if m is None:
-                        self.error(f"{at}: the first ROWS_QUERY of a transaction has no '# CTS::<vtso>' line")
-                    else:
-                        announced = m.group(1)
-                    state = "dml"
-                    continue
-                if state in ("begin", "dml"):
-                    if t == E.TABLE_MAP:
-                        tm = ev.body
-                        if tm.db.lower().startswith(_SYSTEM_PREFIXES) or tm.table.lower().startswith(_SYSTEM_PREFIXES):
-                            self.error(f"{at}: system table {tm.db}.{tm.table} in the output")
-                        maps[tm.table_id] = tm
-                        state = "dml"
-                    elif t in ROWS_TYPES:
-                        tid = ev.body.table_id
-                        if tid not in maps:
-                            self.error(f"{at}: rows event for table id {tid} with no TABLE_MAP before it")
-                        elif self.decode_rows:
-                            tm = maps[tid]
-                            rows = ev.body.rows(tm)
-                            op = "insert" if t in WRITE_TYPES else "update" if t in UPDATE_TYPES else "delete"
-                            assert t in WRITE_TYPES or t in UPDATE_TYPES or t in DELETE_TYPES
-                            txn.changes.append((tm.db, tm.table, op, rows))
-                    elif t == E.ROWS_QUERY:
-                        pass  # a later block's hint
-                    elif t == E.XID:
-                        if announced is None and txn.kind == "dml":
-                            self.error(f"{at}: transaction at {txn.pos} has no '# CTS::' hint before its first table map")
-                        state = "xid"
-                    else:
-                        self.error(f"{at}: event type {t} inside a transaction (started at {txn.pos})")
-                    continue
-                if state == "heartbeat":
-                    if t != E.XID:
-                        self.error(f"{at}: a heartbeat transaction must be BEGIN, ROWS_QUERY, XID, CTS")
-                    state = "xid"
-                    continue
-                # state xid / ddl: the CTS marker must come now
-                if t != E.ROWS_QUERY or not ev.body.query.startswith(CTS_PREFIX):
-                    self.error(f"{at}: expected the CTS::<vtso> marker after the transaction at {txn.pos}")
-                    state = "idle"
-                    continue
-                vtso = ev.body.query[len(CTS_PREFIX):].decode("ascii", "replace").split("::", 1)[0]
-                if len(vtso) != 54 or not vtso.isdigit():
-                    self.error(f"{at}: bad vtso in marker {ev.body.query[:80]!r}")
-                if announced is not None and announced != vtso:
-                    self.error(f"{at}: marker {vtso} differs from the vtso {announced} announced in the transaction")
-                if self.last_vtso is not None and vtso <= self.last_vtso:
-                    self.error(f"{at}: vtso {vtso} is not above the previous {self.last_vtso}")
-                self.last_vtso = vtso
-                txn.vtso = vtso
-                self.report.txns += 1
-                self.report.kinds[txn.kind] = self.report.kinds.get(txn.kind, 0) + 1
-                info.txns += 1
-                info.first_vtso = info.first_vtso or vtso
-                info.last_vtso = vtso
-                if self.decode_rows:
-                    self.written.append(txn)
-                state, txn = "idle", None
         except BinlogError as exc:
             self.error(str(exc))
             return
-        if first:
-            self.error(f"{where}: empty file")
-        if state != "idle":
-            self.error(f"{where}: ends inside the transaction at {txn.pos if txn else '?'}")
-        if next_name is not None and not rotated:
-            self.error(f"{where}: not the last file but does not end with ROTATE")
+        scan.end(where)
 
 
 def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None = None, *,

@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from gbinlog import __version__
 from gbinlog.cli_errors import OneLineErrors
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The command group. ``simulate`` (the simulated cluster, a test tool) is imported only when
+    it is asked for (``gbinlog simulate …``, ``gbinlog --help``): no production command loads the
+    simulator."""
+
+    lazy = {"simulate": ("simulator.cli", "simulate_command")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            module, attr = self.lazy[name]
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gbinlog")
 def main() -> None:
     """gbinlog: a global binlog service for PolarDB-X-style distributed MySQL."""
@@ -16,9 +35,7 @@ def main() -> None:
 
 # Commands live in their own modules (one owner each); the CLI only wires them in.
 from gbinlog import build_cmd, ha_cmd, position_cmd, run_cmd, serve_cmd  # noqa: E402
-from simulator.cli import simulate_command  # noqa: E402
 
-main.add_command(simulate_command)
 for _module in (build_cmd, serve_cmd, run_cmd, position_cmd, ha_cmd):
     for _command in _module.COMMANDS:
         main.add_command(_command)

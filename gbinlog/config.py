@@ -115,6 +115,7 @@ class ServerConfig:
     net_read_timeout: float = 30.0
     wait_timeout: float = 28800.0
     heartbeat_period: float = 0.0     # seconds, for clients that set no @master_heartbeat_period
+    write_buffer: int = 4 << 20       # bytes a dump may queue for one slow replica before it waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,7 @@ class HaConfig:
     store: str | None = None     # the lease store URL, shared by every member [default: metadb]
     lag_gate_ms: int = 2000      # a follower further behind the leader refuses new dumps (ERR naming the leader)
     lag_gate_bytes: int = 20 << 20
+    catch_up_ms: int = 5000      # … within it, a dump asking for what it has not written yet waits this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +224,7 @@ def parse_size_or_zero(value: Any, where: str) -> int:
 _SPECIAL = {("OutputConfig", "rotate_size"): parse_size,
             ("OutputConfig", "max_total_size"): parse_size_or_zero,
             ("ServerConfig", "max_allowed_packet"): parse_size,
+            ("ServerConfig", "write_buffer"): parse_size,
             ("HaConfig", "lag_gate_bytes"): parse_size}
 
 
@@ -355,6 +358,8 @@ def validate_ha(cfg: Config) -> None:
         raise ConfigError(f"ha.member: {ha.member!r} is not a name (letters, digits, _ . -)")
     if ha.lag_gate_ms < 0:
         raise ConfigError(f"ha.lag_gate_ms: must be ≥ 0, got {ha.lag_gate_ms}")
+    if ha.catch_up_ms < 0:
+        raise ConfigError(f"ha.catch_up_ms: must be ≥ 0, got {ha.catch_up_ms}")
     if ha.lease_ms < 300:
         raise ConfigError(f"ha.lease_ms: must be at least 300, got {ha.lease_ms}")
     store = ha.store or cfg.metadb

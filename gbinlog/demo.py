@@ -36,6 +36,122 @@ def _line(text: str, tty: bool) -> None:
     sys.stdout.flush()
 
 
+REPL_USER, REPL_PASSWORD = "repl", "repl"
+
+
+class _Started:
+    """What the demo started, stopped in reverse order (at the end, on an error, or at exit); the
+    work directory is removed unless the user chose it."""
+
+    def __init__(self, work: Path, keep: bool) -> None:
+        self.work, self.keep = work, keep
+        self.stops: list = []
+
+    def add(self, stop) -> None:
+        self.stops.append(stop)
+
+    def close(self) -> None:
+        while self.stops:          # last started first; a stop may still add one (the replica)
+            fn = self.stops.pop()
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - keep stopping the rest
+                click.echo(f"gbinlog demo: while stopping: {exc}", err=True)
+        if not self.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def _stop_event() -> threading.Event:
+    """Set by SIGINT / SIGTERM."""
+    stop = threading.Event()
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda signum, frame: stop.set())
+    return stop
+
+
+def _work_and_port(work_dir: str | None, port: int) -> tuple[Path, int]:
+    """Every check before anything is created (a failed start leaves no directory behind), then
+    the work directory and the endpoint's port."""
+    from gbinlog.live import RunError, check_port
+    from gbinlog.replica import free_port
+
+    if work_dir is not None and Path(work_dir).exists() and (
+            not Path(work_dir).is_dir() or any(Path(work_dir).iterdir())):
+        fail("demo", f"--dir {work_dir} is not an empty directory")
+    if port:
+        try:
+            check_port("127.0.0.1", port, "--port")
+        except RunError as exc:
+            fail("demo", f"{exc} (choose another with --port, or --port 0)")
+    else:
+        port = free_port()
+    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="gbinlog-demo-"))
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail("demo", f"--dir {work}: {exc.strerror or exc}")
+    return work, port
+
+
+def _start_simulation(dns: int, tps: int, work: Path, started: _Started, dn_password: str):
+    """The live bank cluster serving its DNs; returns once every DN listens."""
+    from simulator.live import LiveSimulation, ServeOptions
+    from simulator.run import SimulateError
+
+    try:
+        sim = LiveSimulation("bank", dns, work / "cluster", tps=tps, truth=False,
+                             serve=ServeOptions(port=0, user="cdc", password=dn_password))
+    except SimulateError as exc:
+        fail("demo", str(exc))
+    thread = threading.Thread(target=sim.run, name="gbinlog-demo-sim", daemon=True)
+    thread.start()
+    started.add(lambda: (sim.stop(), thread.join(30), sim.stop_servers()))
+    deadline = time.monotonic() + 30
+    while len(sim.ports) < dns:
+        if sim.error is not None or time.monotonic() > deadline:
+            fail("demo", f"the simulated cluster did not start: {sim.error}")
+        time.sleep(0.02)
+    return sim
+
+
+def _start_replica(work: Path, started: _Started, rep: list) -> threading.Thread:
+    """A MariaDB replica starting in a thread (the demo goes on without one if it fails)."""
+    from gbinlog.replica import Replica
+
+    def start() -> None:
+        try:
+            r = Replica.start(work / "replica")
+        except Exception as exc:  # noqa: BLE001 - the demo goes on without a replica
+            click.echo(f"gbinlog demo: no replica: {exc}", err=True)
+            return
+        rep.append(r)
+        started.add(r.stop)
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    started.add(lambda: thread.join(120))        # a failure before the replica is up still stops it
+    return thread
+
+
+def _start_runner(sim, work: Path, port: int, started: _Started, dn_password: str):
+    """``gbinlog run`` in this process over the simulated DNs' endpoints."""
+    from gbinlog.config import Config, DnConfig, OutputConfig, ServerConfig, UserConfig
+    from gbinlog.live import LiveRunner, RunError
+
+    cfg = Config(dn=tuple(DnConfig(id=dn, host="127.0.0.1", port=p, user="cdc", password=dn_password)
+                          for dn, p in sorted(sim.ports.items(), key=lambda kv: int(kv[0][2:]))),
+                 output=OutputConfig(dir=work / "global", rotate_size=64 << 20),
+                 server=ServerConfig(port=port, users=(UserConfig(REPL_USER, REPL_PASSWORD),)))
+    runner = LiveRunner(cfg)
+    try:
+        runner.start()
+    except RunError as exc:
+        fail("demo", str(exc))
+    thread = threading.Thread(target=_run, args=(runner,), name="gbinlog-demo-run", daemon=True)
+    thread.start()
+    started.add(lambda: (runner.stop(), thread.join(30), runner.close()))
+    return runner
+
+
 @click.command("demo", cls=OneLineErrors)
 @click.option("--dns", type=click.IntRange(1, 16), default=4, show_default=True, help="simulated DNs")
 @click.option("--tps", type=click.IntRange(1, 5000), default=200, show_default=True,
@@ -50,99 +166,26 @@ def _line(text: str, tty: bool) -> None:
 def demo_command(dns: int, tps: int, port: int, work_dir: str | None, replica: bool,
                  duration: float | None) -> None:
     """Simulated 4-DN bank cluster → gbinlog → MariaDB replica, live; Ctrl-C stops it all."""
-    from gbinlog.config import Config, DnConfig, OutputConfig, ServerConfig, UserConfig
-    from gbinlog.live import LiveRunner, RunError, check_port
-    from gbinlog.replica import Replica, free_port, mariadb_available
-    from simulator.live import LiveSimulation, ServeOptions
-    from simulator.run import SimulateError
+    from gbinlog.replica import mariadb_available
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, on_signal)
+    stop = _stop_event()
     tty = sys.stdout.isatty()
-    keep = work_dir is not None
-    # every check before anything is created: a failed start leaves no directory behind
-    if keep and Path(work_dir).exists() and (not Path(work_dir).is_dir() or any(Path(work_dir).iterdir())):
-        fail("demo", f"--dir {work_dir} is not an empty directory")
-    if port:
-        try:
-            check_port("127.0.0.1", port, "--port")
-        except RunError as exc:
-            fail("demo", f"{exc} (choose another with --port, or --port 0)")
-    else:
-        port = free_port()
-    work = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="gbinlog-demo-"))
-    try:
-        work.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        fail("demo", f"--dir {work}: {exc.strerror or exc}")
-    started: list = []            # what to stop, in reverse order
-    rep: list[Replica] = []
-
-    def cleanup() -> None:
-        while started:            # last started first; a stop may still add one (the replica)
-            fn = started.pop()
-            try:
-                fn()
-            except Exception as exc:  # noqa: BLE001 - keep stopping the rest
-                click.echo(f"gbinlog demo: while stopping: {exc}", err=True)
-        if not keep:
-            shutil.rmtree(work, ignore_errors=True)
-    atexit.register(cleanup)
-
+    work, port = _work_and_port(work_dir, port)
+    started = _Started(work, keep=work_dir is not None)
+    atexit.register(started.close)
+    rep: list = []
     try:
         dn_password = secrets.token_hex(8)
-        try:
-            sim = LiveSimulation("bank", dns, work / "cluster", tps=tps, truth=False,
-                                 serve=ServeOptions(port=0, user="cdc", password=dn_password))
-        except SimulateError as exc:
-            fail("demo", str(exc))
-        sim_thread = threading.Thread(target=sim.run, name="gbinlog-demo-sim", daemon=True)
-        sim_thread.start()
-        started.append(lambda: (sim.stop(), sim_thread.join(30), sim.stop_servers()))
-        replica_thread = None
+        sim = _start_simulation(dns, tps, work, started, dn_password)
         want_replica = replica and mariadb_available()
-        if want_replica:
-            def start_replica() -> None:
-                try:
-                    r = Replica.start(work / "replica")
-                except Exception as exc:  # noqa: BLE001 - the demo goes on without a replica
-                    click.echo(f"gbinlog demo: no replica: {exc}", err=True)
-                    return
-                rep.append(r)
-                started.append(r.stop)
-            replica_thread = threading.Thread(target=start_replica, daemon=True)
-            replica_thread.start()
-            # a failure before the replica is up still waits for it, to stop it
-            started.append(lambda: replica_thread.join(120))
-        deadline = time.monotonic() + 30
-        while len(sim.ports) < dns:
-            if sim.error is not None or time.monotonic() > deadline:
-                fail("demo", f"the simulated cluster did not start: {sim.error}")
-            time.sleep(0.02)
-        repl_password = "repl"
-        cfg = Config(dn=tuple(DnConfig(id=dn, host="127.0.0.1", port=p, user="cdc", password=dn_password)
-                              for dn, p in sorted(sim.ports.items(), key=lambda kv: int(kv[0][2:]))),
-                     output=OutputConfig(dir=work / "global", rotate_size=64 << 20),
-                     server=ServerConfig(port=port, users=(UserConfig("repl", repl_password),)))
-        runner = LiveRunner(cfg)
-        try:
-            runner.start()
-        except RunError as exc:
-            fail("demo", str(exc))
-        run_thread = threading.Thread(target=_run, args=(runner,), name="gbinlog-demo-run", daemon=True)
-        run_thread.start()
-        started.append(lambda: (runner.stop(), run_thread.join(30), runner.close()))
+        replica_thread = _start_replica(work, started, rep) if want_replica else None
+        runner = _start_runner(sim, work, port, started, dn_password)
         click.echo(f"gbinlog demo: {dns} DNs (bank, {tps} txns/s) → global binlog in {work / 'global'} → "
-                   f"served on 127.0.0.1:{port} (user repl, password {repl_password})")
+                   f"served on 127.0.0.1:{port} (user {REPL_USER}, password {REPL_PASSWORD})")
         if replica_thread is not None:
             replica_thread.join()
         if rep:
-            _attach_when_ready(rep[0], work / "global", port, repl_password, stop)
+            _attach_when_ready(rep[0], work / "global", port, REPL_PASSWORD, stop)
             click.echo(f"gbinlog demo: MariaDB replica (pid {rep[0].pid}) attached with CHANGE MASTER TO "
                        f"MASTER_PORT={port}; socket {rep[0].socket}")
         elif replica and not want_replica:
@@ -154,8 +197,8 @@ def demo_command(dns: int, tps: int, port: int, work_dir: str | None, replica: b
         if tty:
             sys.stdout.write("\n")
     finally:
-        cleanup()
-        atexit.unregister(cleanup)
+        started.close()
+        atexit.unregister(started.close)
     click.echo(summary.text() if summary.seconds else "gbinlog demo: stopped before the first live line")
     click.echo("gbinlog demo: stopped; nothing left running")
 

@@ -177,6 +177,6 @@ def endpoint_config(srv: ServerConfig, out: OutputConfig, *, directory: Path | N
         tls_cert=srv.tls_cert, tls_key=srv.tls_key, tls_generate=srv.tls_generate,
         require_secure_transport=srv.require_secure_transport, max_connections=srv.max_connections,
         max_allowed_packet=srv.max_allowed_packet, net_read_timeout=srv.net_read_timeout,
-        wait_timeout=srv.wait_timeout, heartbeat_period=srv.heartbeat_period,
+        wait_timeout=srv.wait_timeout, heartbeat_period=srv.heartbeat_period, write_buffer=srv.write_buffer,
         expire_logs_seconds=out.expire_logs_seconds, max_total_size=out.max_total_size,
         poll_interval=poll_interval, base=base)

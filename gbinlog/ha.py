@@ -4,20 +4,27 @@
 Every member runs its own pipeline from the DNs into its own output directory and serves it: the
 output is deterministic, so all members hold byte-identical files at the same file:pos and GTIDs,
 and each keeps its own DN restart points (README, "High availability", says why this and not
-copying the leader's files). The lease decides the one member that does leader-only writes:
-retention purges (gated by the fence); the others keep their files.
+copying the leader's files; ``bench/ha_follow.py`` measures both). The lease decides the one member
+that does leader-only work: retention purges (``dumper.ha.purge``: the leader records its horizon,
+the others follow it). A follower in the lag gate keeps a client that asks for what it has not
+written yet waiting (``dumper.server.gtid_dump.dump_request``) instead of refusing it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 
 from dumper.ha import LEADER, HaSettings, LeaseStore, LeaseStoreError, Member
+from dumper.ha.purge import purge_round
+from dumper.server.binlogdir import BinlogDir
+from dumper.server.retention import Directory
 from extractor.vtso import tso_physical_ms, vtso_tso
 
 
@@ -25,7 +32,7 @@ def settings_of(cfg: Any, port: int | None) -> HaSettings:
     ha = cfg.ha
     address = ha.address or f"{cfg.server.host}:{port or cfg.server.port}"
     return HaSettings(member=ha.member, address=address, lease_ms=ha.lease_ms, store=ha.store or cfg.metadb,
-                      lag_gate_ms=ha.lag_gate_ms, lag_gate_bytes=ha.lag_gate_bytes)
+                      lag_gate_ms=ha.lag_gate_ms, lag_gate_bytes=ha.lag_gate_bytes, catch_up_ms=ha.catch_up_ms)
 
 
 def output_position(out: Path, base: str = "binlog") -> tuple[str, int]:
@@ -78,6 +85,8 @@ class HaAgent:
             from gbinlog.live import RunError
             raise RunError(f"ha.store: {exc}") from None
         self.member = Member(self.settings, store, position=self._position)
+        self._next_purge = 0.0
+        self._directory = Directory(BinlogDir(runner.out, "binlog"), runner.cfg.output)
 
     def _position(self) -> tuple[str, int, str]:
         file, pos = output_position(self.runner.out)
@@ -88,10 +97,58 @@ class HaAgent:
         self.member.start()
         server = self.runner.endpoint.server if self.runner.endpoint is not None else None
         if server is not None:
-            server.purge_gate = self.member.fence.valid      # only the leader purges (retention)
+            server.retention_elsewhere = True                # purge rounds: the leader's, followed (purge_round)
             server.dump_gate = self.dump_refusal             # a follower past the lag gate refuses dumps
+            server.catch_up_wait = self.catch_up_wait        # … and within it, waits for what it lacks
+        if server is not None:
+            server.purge_refusal = self.purge_refusal        # PURGE BINARY LOGS: on the leader only
+        self.member.after_tick = self._purge_round
         self.runner.metrics.registry.register(_HaCollector(self))
         return self
+
+    # -- PURGE: the leader's, followed by the others (dumper.ha.purge) -----------------------------------
+    def _retention(self) -> tuple[bool, float]:
+        """(retention configured, seconds between rounds)."""
+        endpoint = self.runner.endpoint
+        cfg = endpoint.server.config if endpoint is not None else self.runner.cfg.output
+        return cfg.expire_logs_seconds > 0 or cfg.max_total_size > 0, getattr(cfg, "retention_interval", 2.0)
+
+    def _purge_round(self) -> list[str]:
+        on, interval = self._retention()
+        now = time.monotonic()
+        if now < self._next_purge:
+            return []
+        self._next_purge = now + interval
+        return purge_round(self.member, self._on_directory, retention_on=on, now=time.time())
+
+    def purge_refusal(self) -> str | None:
+        """``PURGE BINARY LOGS`` on a follower: refused (it follows the leader's purges)."""
+        if self.member.role == LEADER:
+            return None
+        leader = self.member.leader()
+        return (f"gbinlog HA: this member ({self.settings.member}) is a follower: it purges what the leader purged; "
+                f"run PURGE BINARY LOGS on the leader {leader.get('member') or '(none now)'}"
+                + (f" at {leader['address']}" if leader.get("address") else ""))
+
+    def _on_directory(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(target, *args)`` where the directory's readers are known: on the endpoint's loop (its
+        connections change there), or directly for a run with no endpoint."""
+        endpoint = self.runner.endpoint
+        if endpoint is None:
+            return fn(self._directory, *args)
+
+        async def call() -> Any:
+            return fn(endpoint.server, *args)
+        return asyncio.run_coroutine_threadsafe(call(), endpoint.loop).result(self.settings.lease_ms / 1000)
+
+    def catch_up_wait(self) -> float:
+        """Seconds a new dump asking for data this member has not written yet may wait for it: a
+        follower within the lag gate catches up soon; the leader (and a member outside a group)
+        has everything there is, so such a client is answered at once."""
+        m = self.member
+        if m.role == LEADER or m.view_age() > self.settings.lease_ms / 1000:
+            return 0.0
+        return self.settings.catch_up_ms / 1000
 
     def close(self) -> None:
         self.member.close()

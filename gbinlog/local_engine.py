@@ -35,9 +35,11 @@ __all__ = ["BuildError", "BuildResult", "DirDn", "DnInput", "Pipeline", "Progres
 class DirDn:
     """A DN binlog directory (finite: read to its end). The DN id is the directory name."""
 
-    def __init__(self, directory: str | os.PathLike, dn_id: str | None = None, *, worker: bool = False) -> None:
+    def __init__(self, directory: str | os.PathLike, dn_id: str | None = None, *, worker: bool = False,
+                 standby: bool = False) -> None:
         self.directory = Path(directory)
         self.worker = worker
+        self.standby = standby          # a DN that joins later: opened at the instruction that adds it
         if not self.directory.is_dir():
             raise BuildError(f"DN binlog directory {self.directory} does not exist")
         self.dn_id = dn_id or self.directory.resolve().name

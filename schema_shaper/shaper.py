@@ -28,7 +28,7 @@ from typing import Any
 
 from binlog.constants import ROWS_V1_TYPES, ROWS_V2_TYPES
 from binlog.rows_events import decode_table_map
-from extractor.model import Block, TxnKind
+from extractor.model import Block, DnTxn, TxnKind
 from extractor.vtso import vtso_tso
 from merger.model import GlobalTxn
 from schema_shaper.ddl import CreateDatabase, DropDatabase, parse_ddl, strip_polardbx
@@ -132,6 +132,23 @@ class Shaper(SchemaState):
             if entry.vtso > self.vtso:
                 self._guard(lambda: self.apply(entry), None)
         return LogicalTxn(g.vtso, LogicalKind.NONE, archive=g.archive, source=g)
+
+    def apply_prejoin(self, txns: Iterable[DnTxn], at_vtso: str) -> None:
+        """The physical DDLs of a DN that joins at ``at_vtso`` (its ``StorageInstChange``), from
+        before it joined (``merger.Membership.prejoin``): applied now, stamped with ``at_vtso`` so a
+        restart from the store (entries of one vtso in the order stored) replays them at the same
+        point; at or below the state's vtso they are in force already."""
+        if at_vtso <= self.vtso:
+            return
+        for txn in txns:
+            if txn.kind is not TxnKind.PHYSICAL_DDL:
+                continue
+            entry = dataclasses.replace(phys_entry(txn), vtso=at_vtso)
+            self._guard(lambda entry=entry: self.apply_entry(entry), None)
+            if self.store is not None:
+                self.store.add(entry)
+        self._plans.clear()
+        self._stored_upto = max(self._stored_upto, at_vtso)
 
     def _guard(self, fn: Any, default: Any) -> Any:
         try:

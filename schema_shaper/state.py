@@ -45,26 +45,33 @@ class LogicalTable:
 
 class SchemaState:
     """Topology, logical tables by (db, table) lower-case, physical tables by (physical db, physical
-    table) lower-case, the next table id, and the vtso of the last entry applied."""
+    table) lower-case, the next table id, and the vtso of the last entry applied.
+
+    ``phys_dn``: the DN whose physical CREATE TABLE made a physical table, until a mark states its
+    shards again. A group that moves (scale-out/in) keeps its names on the target DN; the source's
+    later DROP/ALTER of its old copy is then about a table that lives elsewhere, and is ignored
+    (``_elsewhere``)."""
 
     def __init__(self) -> None:
         self.topology = Topology()
         self.tables: dict[tuple[str, str], LogicalTable] = {}
         self.physical: dict[tuple[str, str], TableSchema] = {}
+        self.phys_dn: dict[tuple[str, str], str] = {}
         self.next_table_id = 1
         self.vtso = ""
 
     def apply_entry(self, entry: Entry) -> None:
         """Apply one history entry, all of it or nothing (BadDdl when it cannot be parsed or applied:
         the state is then as before, so a run that skips it and a replay that never saw it agree)."""
-        saved = (copy.deepcopy(self.topology), dict(self.tables), dict(self.physical), self.next_table_id)
+        saved = (copy.deepcopy(self.topology), dict(self.tables), dict(self.physical), dict(self.phys_dn),
+                 self.next_table_id)
         try:
             if isinstance(entry, MarkEntry):
                 self._apply_mark(entry)
             else:
                 self._apply_phys(entry)
         except BaseException:
-            self.topology, self.tables, self.physical, self.next_table_id = saved
+            self.topology, self.tables, self.physical, self.phys_dn, self.next_table_id = saved
             raise
         self.vtso = max(self.vtso, entry.vtso)
 
@@ -200,6 +207,7 @@ class SchemaState:
                             schema.name, exc)
         for key in keys:
             self.physical[key] = phys.renamed(key[1])
+            self.phys_dn.pop(key, None)
 
     def _drop_logical(self, db: str, name: str, *, keep_topology: bool = False) -> None:
         self.tables.pop((db.lower(), name.lower()), None)
@@ -223,28 +231,40 @@ class SchemaState:
             raise BadDdl(f"cannot apply physical DDL {entry.ddl[:200]!r}: {exc}", dn=entry.dn, file=entry.file,
                          offset=entry.offset, table=entry.db, vtso=entry.vtso) from None
 
+    def _elsewhere(self, key: tuple[str, str], dn: str) -> bool:
+        """The physical table was created on another DN than ``dn`` (it moved there)."""
+        owner = self.phys_dn.get(key)
+        return owner is not None and owner != dn
+
+    def _rekey(self, old: tuple[str, str], new: tuple[str, str]) -> None:
+        if old in self.phys_dn:
+            self.phys_dn[new] = self.phys_dn.pop(old)
+
     def _apply_phys_statement(self, entry: PhysEntry, stmt: Any) -> None:
         phys = self.physical
         if isinstance(stmt, CreateTable):
             db, name = self._qualify(stmt.table, entry.db)
+            key = (db.lower(), name.lower())
             if stmt.schema is not None:
-                phys[(db.lower(), name.lower())] = stmt.schema
+                phys[key] = stmt.schema
             else:
                 sdb, sname = self._qualify(stmt.like, entry.db)  # type: ignore[arg-type]
                 source = phys.get((sdb.lower(), sname.lower()))
                 if source is not None:
-                    phys[(db.lower(), name.lower())] = source.renamed(name)
+                    phys[key] = source.renamed(name)
+            self.phys_dn[key] = entry.dn
         elif isinstance(stmt, AlterTable):
             db, name = self._qualify(stmt.table, entry.db)
             key = (db.lower(), name.lower())
             current = phys.get(key)
-            if current is None:
-                return  # a table the model does not know: nothing of ours depends on it
+            if current is None or self._elsewhere(key, entry.dn):
+                return  # a table the model does not know (or that moved): nothing of ours depends on it
             schema = stmt.apply(current)
             if stmt.rename_to is not None:
                 ndb, nname = self._qualify(stmt.rename_to, db)
                 del phys[key]
                 phys[(ndb.lower(), nname.lower())] = schema.renamed(nname)
+                self._rekey(key, (ndb.lower(), nname.lower()))
                 self.topology.rename_physical(db, name, ndb, nname)
             else:
                 phys[key] = schema
@@ -252,17 +272,24 @@ class SchemaState:
             for old, new in stmt.pairs:
                 odb, oname = self._qualify(old, entry.db)
                 ndb, nname = self._qualify(new, odb)
+                if self._elsewhere((odb.lower(), oname.lower()), entry.dn):
+                    continue
                 current = phys.pop((odb.lower(), oname.lower()), None)
                 if current is not None:
                     phys[(ndb.lower(), nname.lower())] = current.renamed(nname)
+                self._rekey((odb.lower(), oname.lower()), (ndb.lower(), nname.lower()))
                 self.topology.rename_physical(odb, oname, ndb, nname)
         elif isinstance(stmt, DropTable):
             for t in stmt.tables:
                 db, name = self._qualify(t, entry.db)
-                phys.pop((db.lower(), name.lower()), None)
+                key = (db.lower(), name.lower())
+                if not self._elsewhere(key, entry.dn):
+                    phys.pop(key, None)
+                    self.phys_dn.pop(key, None)
         elif isinstance(stmt, DropDatabase):
-            for key in [k for k in phys if k[0] == stmt.name.lower()]:
+            for key in [k for k in phys if k[0] == stmt.name.lower() and not self._elsewhere(k, entry.dn)]:
                 del phys[key]
+                self.phys_dn.pop(key, None)
 
 
 def json_field(text: str | None, entry: MarkEntry, what: str) -> dict | None:

@@ -37,7 +37,7 @@ class _OneLineErrors(click.Command):
 
 @click.command("simulate", cls=_OneLineErrors)
 @click.option("--workload", required=True, type=click.Choice(WORKLOADS),
-              help="bank, drift, ddl, mixed, scale (one DN joins mid-run) or all")
+              help="bank, drift, ddl, mixed, scale (one DN joins mid-run, another leaves later) or all")
 @click.option("--dns", type=int, default=4, show_default=True, help="DNs at the start")
 @click.option("--txns", type=int, default=None,
               help="client transactions [default: 1000; live: --tps × --duration, else unbounded]")

@@ -440,27 +440,3 @@ def cdc_start(cl: Any) -> Any:
     txn.info["instruction"] = {"type": "CdcStart", "content": content, "id": row["INSTRUCTION_ID"].decode(),
                                "new_dn": None}
     return txn
-
-
-def storage_change(cl: Any, then: Callable[[], None]) -> Any:
-    """Scale-out: a new DN joins (its ``__cdc__`` copy is created), then a ``StorageInstChange``
-    instruction (TSO XA on every DN incl. the new one) tells CDC; heartbeats then include it."""
-    cl.jobs_running += 1
-    node = cl.add_dn()
-    dns = list(cl.cdc_dns) + [node]
-    cl.instruction_id += 1
-    content = {"storageInstList": sorted(n.id for n in dns)}
-    row = {"ID": cl.instruction_id, "INSTRUCTION_TYPE": b"StorageInstChange",
-           "INSTRUCTION_CONTENT": _json(content), "GMT_CREATED": sim_datetime(cl.now, aware=True),
-           "INSTRUCTION_ID": str(uuid.UUID(int=cl.rng.getrandbits(128), version=4)).encode(),
-           "CLUSTER_ID": b"0"}
-
-    def done(txn: Any) -> None:
-        cl.cdc_dns.append(node)
-        cl.jobs_running -= 1
-        then()
-        cl.maybe_finish()
-    txn = cl.system_txn("instruction", INSTRUCTION_TABLE, _insert_op(cl, INSTRUCTION_TABLE, row), dns, done)
-    txn.info["instruction"] = {"type": "StorageInstChange", "content": content,
-                               "id": row["INSTRUCTION_ID"].decode(), "new_dn": node.id}
-    return node

@@ -11,7 +11,7 @@ from typing import Any
 from binlog.constants import EventFlag, EventType
 from simulator import dn_events as ev
 from simulator.dn import DnLog, Event
-from simulator.naming import dn_id, storage_seq, vtso
+from simulator.naming import bqual, dn_id, gtrid, storage_seq, vtso, xid_sql
 from simulator.state import PhysTable
 
 ROWS_EVENT_MAX = 8192            # binlog_row_event_max_size: MySQL starts a new rows event past it
@@ -203,6 +203,22 @@ class DnNode:
         self.stats["local_commits"] += 1
         self._record(name, first, events, rows_at)
         return self.local_vtso()
+
+    def write_ignored(self, op: Any, txn_id: int, group: str, format_id: int, commit_tso: int, now_us: int) -> None:
+        """A one-phase XA whose format id CDC ignores (a rebalance backfill): in the binlog and the
+        truth's physical writes, but not in the extractor's view (no local sequence, no stats)."""
+        g, b = gtrid(txn_id, group), bqual(group, 0)
+        thread = self.thread_id(("backfill", op.pt.db))
+        events: list[Event] = [self._query(thread, op.pt.db, xid_sql("START", g, b, format_id))]
+        rows_at: list = []
+        self.statement_events([op], "", txn_id, events, rows_at)
+        events.append(self._query(thread, op.pt.db, xid_sql("END", g, b, format_id)))
+        events.append((_XA_PREPARE, ev.xa_prepare_payload(g.encode(), b.encode(), True, format_id), 0))
+        name, first = self.log.write_group(events, gcn_flags=ev.GCN_ONE_PHASE, gcn=commit_tso,
+                                           timestamp=now_us // 1_000_000, commit_us=now_us)
+        self.groups += 1
+        self.gcn = max(self.gcn, commit_tso)
+        self._record(name, first, events, rows_at)
 
     def write_ddl(self, db: str, sql: str, now_us: int) -> str:
         """A physical DDL: ``GCN(0x01) GTID QUERY`` outside any txn (a pseudo-txn for the extractor)."""

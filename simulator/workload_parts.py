@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from simulator import ddl
+from simulator import ddl, rebalance
 from simulator.cluster import Plan
 from simulator.schema import TableSchema, col
 from simulator.state import LogicalTable
@@ -282,8 +282,11 @@ class MixedComponent(Component):
 
 
 class ScaleComponent(Component):
-    """A DN joins mid-run: StorageInstChange instruction, then a new database spread over every
-    DN including the new one, with traffic on old and new tables."""
+    """A DN joins mid-run and another leaves later (reference §5.1): at 40 % a new DN gets a copy of
+    ``scale``'s first group (physical DDL before its join), the StorageInstChange instruction adds
+    it, the group switches to it; then a new database spread over every DN including the new one;
+    at 75 % the second-to-last DN's groups move to the others and an instruction removes it.
+    Traffic on old and new tables throughout."""
 
     weight = 2.0
 
@@ -298,9 +301,10 @@ class ScaleComponent(Component):
         cl = self.cl
         kv2 = TableSchema([col("id", "bigint", nullable=False), col("val", "int", nullable=False),
                            col("tag", "varchar(8)")], pk="id")
-        return [(0.4, lambda then: ddl.storage_change(cl, then)),
+        return [(0.4, lambda then: rebalance.scale_out(cl, then, move=[(cl.dbs["scale"], 0)])),
                 (0.41, self.create_db_step("scale_new")),
-                (0.42, self.create_table_step("kv2", "scale_new", "kv2", kv2, "id"))]
+                (0.42, self.create_table_step("kv2", "scale_new", "kv2", kv2, "id")),
+                (0.75, lambda then: rebalance.scale_in(cl, cl.cdc_dns[-2], then))]
 
     def plan(self, rng: random.Random) -> Plan | None:
         tables = [t for t in (self.table("kv"), self.table("kv2")) if t is not None]

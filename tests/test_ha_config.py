@@ -67,24 +67,14 @@ def test_status_lines():
     assert "member m2" in lines[1] and "leader" in lines[1] and "binlog.000002:99" in lines[1]
 
 
-class _Dir:
-    def __init__(self) -> None:
-        self.purged: list[str] = []
-
-    def purge(self, keep_from: str) -> list[str]:
-        self.purged.append(keep_from)
-        return ["binlog.000001"]
-
-
-def test_retention_purges_only_through_the_gate(monkeypatch):
+def test_endpoint_retention_stands_aside_when_ha_drives_it(monkeypatch):
     server = type("S", (), {})()
-    server.bdir = _Dir()
     monkeypatch.setattr(retention, "purge_plan", lambda s, now: ("binlog.000002", "size", []))
-    monkeypatch.setattr(retention, "disk_usage", lambda s: (1, 10))
-    server.purge_gate = lambda: False                 # a follower, or a leader whose fence ran out
-    assert retention.purge_once(server) == [] and server.bdir.purged == []
-    server.purge_gate = lambda: True
-    assert retention.purge_once(server) == ["binlog.000001"] and server.bdir.purged == ["binlog.000002"]
+    monkeypatch.setattr(retention, "purge_to", lambda s, keep_from, why: [keep_from])
+    server.retention_elsewhere = True                 # an HA member: dumper.ha.purge drives its rounds
+    assert retention.purge_once(server) == []
+    server.retention_elsewhere = False
+    assert retention.purge_once(server) == ["binlog.000002"]
 
 
 def _cli(*args: str):

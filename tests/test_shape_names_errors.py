@@ -19,7 +19,7 @@ import pytest
 from binlog import read_events
 from binlog.constants import EventType
 from binlog.events import decode_body
-from binlog.rows_events import decode_rows_event, decode_table_map, encode_rows_event, encode_table_map
+from binlog.rows_events import decode_rows_event, decode_table_map, encode_rows_event
 from binlog.table_map import decode_optional_metadata
 from extractor import TxnKind
 from merger import GlobalTxn
@@ -47,6 +47,7 @@ from tests.test_shape_util import (
     rewrite_meta,
     truth,
     with_payload,
+    without_column_names,
 )
 from tests.test_simulator_truth import expected_row, fetch
 
@@ -280,18 +281,7 @@ def test_value_that_does_not_fit_the_logical_column(caplog):
 def strip_optional_metadata(txns) -> list[GlobalTxn]:
     """Every TABLE_MAP re-encoded without optional metadata (no column names), as a DN with
     ``binlog_row_metadata=MINIMAL`` writes them."""
-    out = []
-    for g in txns:
-        blocks = []
-        for blk in g.blocks:
-            tm = blk.events[0]
-            body = decode_table_map(tm.payload, tm.ctx)
-            cols = [dataclasses.replace(c, name=None) for c in body.columns]
-            payload = encode_table_map(table_id=body.table_id, flags=body.flags, db=body.db, table=body.table,
-                                       columns=cols, optional_metadata=False)
-            blocks.append(dataclasses.replace(blk, events=[with_payload(tm, tm.type_code, payload), *blk.events[1:]]))
-        out.append(GlobalTxn(g.vtso, g.kind, blocks, g.branches))
-    return out
+    return [GlobalTxn(g.vtso, g.kind, without_column_names(g.blocks), g.branches) for g in txns]
 
 
 @pytest.mark.parametrize("fixture", ["ddl-3dn", "mixed-2dn"])

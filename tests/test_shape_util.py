@@ -19,7 +19,7 @@ from binlog import Event
 from binlog.constants import DELETE_TYPES, UPDATE_TYPES, WRITE_TYPES, EventType
 from binlog.events import decode_body
 from binlog.row_image import ABSENT
-from binlog.rows_events import decode_rows_event, decode_table_map, encode_rows_event
+from binlog.rows_events import decode_rows_event, decode_table_map, encode_rows_event, encode_table_map
 from binlog.writer import build_event
 from extractor import extract, storage_sequences
 from merger import GlobalTxn, merge
@@ -87,6 +87,20 @@ def with_payload(ev: Event, type_code: int, payload: bytes) -> Event:
     raw = build_event(type_code, payload, timestamp=ts, server_id=server_id, log_pos=log_pos, flags=flags,
                       checksum=ev.ctx.checksum)
     return Event(ev.pos, (ts, type_code, server_id, len(raw), log_pos, flags), raw, ev.ctx)
+
+
+def without_column_names(blocks: list) -> list:
+    """The blocks with every TABLE_MAP re-encoded without optional metadata (no column names), as
+    a DN with ``binlog_row_metadata=MINIMAL`` writes them."""
+    out = []
+    for blk in blocks:
+        tm = blk.events[0]
+        body = decode_table_map(tm.payload, tm.ctx)
+        cols = [dataclasses.replace(c, name=None) for c in body.columns]
+        payload = encode_table_map(table_id=body.table_id, flags=body.flags, db=body.db, table=body.table,
+                                   columns=cols, optional_metadata=False)
+        out.append(dataclasses.replace(blk, events=[with_payload(tm, tm.type_code, payload), *blk.events[1:]]))
+    return out
 
 
 def rewrite_mark(g: GlobalTxn, change: Callable[[dict], dict]) -> GlobalTxn:

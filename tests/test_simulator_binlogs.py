@@ -77,7 +77,7 @@ SHAPES = {  # body of a group after [CONSENSUS] GCN GTID
 GCN_FLAGS = {"prepare": 0x03, "one_phase": 0x0F, "commit": 0x0D, "rollback": 0x01, "local": 0x01,
              "ddl": 0x01}
 HINT = re.compile(r"/\*DRDS /[\d.]+/([0-9a-f]+)-(\d+)/(\d+)/(\d*)/ \*/")
-XID = re.compile(r"XA [A-Z]+ X'([0-9a-f]+)',X'([0-9a-f]+)',1")
+XID = re.compile(r"XA [A-Z]+ X'([0-9a-f]+)',X'([0-9a-f]+)',(?:1|4)")  # 4: a backfill CDC ignores
 
 
 def shape_of(body: list) -> str:
@@ -426,8 +426,10 @@ def test_binlog_transactions_are_the_truths(name):
                     commits.setdefault(gtrid, (g["gcn"].body.gcn, set()))[1].add(key)
                 elif g["kind"] == "rollback":
                     rollbacks.add((gtrid, key))
-                else:
+                elif g["body"][0].body.query.rstrip().endswith(b",1"):
                     one_phase.add((gtrid, key))
+                else:  # a rebalance backfill (format id 4): CDC ignores it, the truth has no txn for it
+                    assert name.startswith("scale"), (dn, g["body"][0].body.query)
             local += g["kind"] == "local"
     xa = [x for x in t["txns"] if x["commit"] == "xa"]
     assert {x["xid"]: (x["tso"], set(x["branches"])) for x in xa} == commits

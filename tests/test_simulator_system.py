@@ -173,11 +173,12 @@ def test_marks_follow_every_physical_ddl_of_their_job_at_different_times():
     assert saw_altered_rows >= 5 and saw_unaltered_rows >= 5
 
 
-def test_scale_out_instruction_and_the_new_dn():
+def test_scale_out_and_scale_in_instructions():
+    """dn2 joins at 40 % (a group moves onto it), dn1 leaves at 75 % (its groups move away first)."""
     name = "scale-2dn"
     t = truth(name)
     assert [d["id"] for d in t["dns"]] == ["dn0", "dn1", "dn2"]
-    start, instr = [x for x in t["txns"] if x["kind"] == "instruction"]
+    start, instr, leave = [x for x in t["txns"] if x["kind"] == "instruction"]
     # CDC start: the initial topology (LogicMetaTopology) on the first two DNs, before any heartbeat
     assert start["instruction"]["type"] == "CdcStart" and start["dns"] == ["dn0", "dn1"]
     (cdc,) = start["instruction"]["content"]["logicDbMetas"]
@@ -189,21 +190,64 @@ def test_scale_out_instruction_and_the_new_dn():
         assert values["INSTRUCTION_TYPE"] == b"CdcStart" and values["CLUSTER_ID"] == b"0"
         assert json.loads(values["INSTRUCTION_CONTENT"]) == start["instruction"]["content"]
     assert instr["instruction"]["content"] == {"storageInstList": ["dn0", "dn1", "dn2"]}
-    assert instr["dns"] == ["dn0", "dn1", "dn2"]
+    assert leave["instruction"]["content"] == {"storageInstList": ["dn0", "dn2"]}
+    assert instr["dns"] == leave["dns"] == ["dn0", "dn1", "dn2"] and leave["instruction"]["left_dn"] == "dn1"
     for dn in ("dn0", "dn1", "dn2"):
-        row = [p for _, p, _ in rows_on(name, dn, "__cdc_instruction__")][-1]
-        values = dict(zip(row[4], row[3][0], strict=True))
-        assert values["INSTRUCTION_TYPE"] == b"StorageInstChange"
-        assert json.loads(values["INSTRUCTION_CONTENT"]) == {"storageInstList": ["dn0", "dn1", "dn2"]}
-        assert re.fullmatch(rb"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
-                            values["INSTRUCTION_ID"])
+        rows = [p for _, p, _ in rows_on(name, dn, "__cdc_instruction__")]
+        for row, want in zip(rows[-2:] if dn != "dn2" else rows, (instr, leave), strict=True):
+            values = dict(zip(row[4], row[3][0], strict=True))
+            assert values["INSTRUCTION_TYPE"] == b"StorageInstChange"
+            assert json.loads(values["INSTRUCTION_CONTENT"]) == want["instruction"]["content"]
+            assert re.fullmatch(rb"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+                                values["INSTRUCTION_ID"])
     beats = [x for x in t["txns"] if x["kind"] == "heartbeat"]
     before = [b for b in beats if b["vtso"] < instr["vtso"]]
-    after = [b for b in beats if b["vtso"] > instr["vtso"]]
-    assert before and after
-    assert all(b["dns"] == ["dn0", "dn1"] for b in before) and all(b["dns"] == ["dn0", "dn1", "dn2"] for b in after)
+    between = [b for b in beats if instr["vtso"] < b["vtso"] < leave["vtso"]]
+    after = [b for b in beats if b["vtso"] > leave["vtso"]]
+    assert before and between and after
+    assert all(b["dns"] == ["dn0", "dn1"] for b in before)
+    assert all(b["dns"] == ["dn0", "dn1", "dn2"] for b in between)
+    assert all(b["dns"] == ["dn0", "dn2"] for b in after)
     # dn2 starts later: its first group is after dn0 ran for a while; it then carries user data.
     assert items(name, "dn2")[0][3] > items(name, "dn0")[40][3]
     new_db = next(d for d in t["ddls"] if d["sql_kind"] == "CREATE_DATABASE" and d["vtso"] > instr["vtso"])
     assert [p["storageInstId"] for p in new_db["meta_info"]["logicDbMeta"]["phySchemas"]] == ["dn0", "dn1", "dn2"]
     assert any(kind == "rows" and p[0] == "scale_new_p00002" for kind, _, p, _ in items(name, "dn2"))
+    # no committed transaction touches dn1 after its branch of the leaving instruction
+    assert not [x for x in t["txns"] if x["vtso"] > leave["vtso"] and "dn1" in x["dns"]]
+    changes = [(x["vtso"], c) for x in t["txns"] if x["kind"] == "dml" for c in x["changes"]]
+    assert {c["dn"] for v, c in changes if v > leave["vtso"]} == {"dn0", "dn2"}
+    assert {c["dn"] for v, c in changes if c["phys_db"] == "scale_p00001" and v < leave["vtso"]} == {"dn1"}
+
+
+def test_group_moves_physical_ddl_and_ignored_backfill():
+    """A moved group: the target creates the physical db and tables (dn2 before its join), the rows
+    arrive as IGNORE_BINLOG XA (format id 4, none of it in the truth's transactions), and a source
+    that stays drops its copy; the leaving dn1 drops nothing."""
+    name = "scale-2dn"
+    t = truth(name)
+    instr = [x for x in t["txns"] if x["kind"] == "instruction"][1]
+    phys = {dn: [d["sql"].split(" (")[0] for d in ddls
+                if not d["db"].startswith("__cdc__") and "`__cdc__" not in d["sql"]]
+            for dn, ddls in t["physical_ddls"].items()}
+    assert phys["dn2"][:2] == ["CREATE DATABASE IF NOT EXISTS `scale_p00000` CHARACTER SET utf8mb4 COLLATE "
+                               "utf8mb4_general_ci", f"CREATE TABLE `{phys['dn0'][1].split('`')[1]}`"]
+    assert phys["dn0"][2:4] == [f"DROP TABLE IF EXISTS `{phys['dn0'][1].split('`')[1]}`",
+                                "DROP DATABASE IF EXISTS `scale_p00000`"]
+    assert not any(q.startswith("DROP") for q in phys["dn1"])
+    # dn2's copy of scale_p00000 is made before the instruction that adds it reaches dn2
+    dn2 = items(name, "dn2")
+    created = next(i for kind, i, p, _ in dn2 if kind == "ddl" and p[1] == "scale_p00000")
+    joined = next(i for kind, i, p, _ in dn2 if kind == "rows" and p[1] == "__cdc_instruction__")
+    assert created < joined
+    xa4 = 0
+    for dn in ("dn0", "dn2"):
+        d = FIXTURES / name / dn
+        for line in (d / "mysql-bin.index").read_text().split():
+            for e in read_events(d / line.removeprefix("./")):
+                if e.type_code == T.QUERY and e.body.query.startswith(b"XA START") and e.body.query.endswith(b",4"):
+                    xa4 += 1
+    assert xa4 >= 3
+    backfilled = {c["phys_db"] for x in t["txns"] if x["kind"] == "dml" and x["vtso"] < instr["vtso"]
+                  for c in x["changes"]}
+    assert "scale_p00000" in backfilled

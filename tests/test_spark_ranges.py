@@ -94,3 +94,34 @@ def test_range_bounds_balance_bytes_over_tso():
     # (the first range also holds the set-up: accounts loaded, bank.audit_log created, few rows)
     assert min(sizes) > 0.25 * max(sizes), sizes
     assert range_bounds(dns, 1) == [] and range_bounds([], 3) == []
+
+
+def test_replication_range_reads_a_dn_over_the_protocol_up_to_a_planned_end():
+    """``run --engine spark`` with host:port DNs: the stream source's end comes from the DN's
+    ``SHOW BINARY LOGS``; a task reads from a restart point up to that end over a replica
+    connection and assembles exactly what the directory read gives (our endpoint serves the DN)."""
+    from dumper.server import start_in_thread
+    from gbinlog.spark_engine.stream_source import ReplicationRange, remote_end
+
+    d = next(x for f in FIXTURES for x in dn_dirs(f) if len(list(x.glob("*.0*"))) >= 3)
+    seqs = storage_sequences(x.name for x in dn_dirs(d.parent))
+    server = start_in_thread(dir=d, users={"cdc": "pw"}, server_id=9)
+    try:
+        dn = {"id": d.name, "host": "127.0.0.1", "port": server.port, "user": "cdc", "password": "pw",
+              "server_id": 4_200_077}
+        end = remote_end(dn)
+        names = sorted(p.name for p in d.glob("*.0*"))
+        assert end == [names[-1], (d / names[-1]).stat().st_size]
+        assert remote_end(dict(dn, password="wrong")) is None
+        full = list(extract(d, storage_seq=seqs[d.name]))
+        points = [t.restart for t in full if t.restart is not None]
+        start, stop = points[len(points) // 3], points[2 * len(points) // 3]
+        for s, e in ((None, Pos(*end)), (start, Pos(*end)), (start, stop.pos), (None, stop.pos)):
+            want = list(extract(RangeSource(d, d.name, s.pos if s else None, e), dn_id=d.name,
+                                storage_seq=seqs[d.name], state=s.vtso_state() if s else None))
+            got = list(extract(ReplicationRange(dn, s.pos if s else None, e), dn_id=d.name,
+                               storage_seq=seqs[d.name], state=s.vtso_state() if s else None))
+            assert want and [dn_txn_fp(t) for t in got] == [dn_txn_fp(t) for t in want]
+        assert list(ReplicationRange(dn, Pos(*end), Pos(*end)).files()) == []
+    finally:
+        server.stop()

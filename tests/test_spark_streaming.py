@@ -1,7 +1,9 @@
 """Must show 3: ``gbinlog run --engine spark`` on the live simulator with a MariaDB replica.
 
-A live 3-DN bank cluster writes its DN binlog directories in real time; the Spark streaming service
-(a separate process: ``gbinlog run --engine spark``) reads them in micro-batches and serves the
+A live 3-DN bank cluster writes its DN binlog directories in real time and serves them over the
+replication protocol; the Spark streaming service (a separate process: ``gbinlog run --engine
+spark``) reads them in micro-batches — the ``cluster.toml`` names dn0 by host:port (issue 14: the
+local engine's config, protocol DNs included) and the others by directory — and serves the
 global binlog on its endpoint, where a real MariaDB replica is attached. The service is killed with SIGKILL in the middle of a ``foreachBatch``
 (after half of the batch's transactions were handed on) and restarted: Spark replays that batch
 with the same offsets, the sink drops what was written. At the end the replica's checksums equal
@@ -21,10 +23,12 @@ import threading
 import pytest
 
 from gbinlog.replica import free_port
-from simulator.live import LiveSimulation
+from simulator.live import LiveSimulation, ServeOptions
 from tests.mariadb import MariaDB
 from tests.spark_support import fast_java_options
 from tests.test_live_support import (
+    DN_PASSWORD,
+    DN_USER,
     REPL_PASSWORD,
     REPL_USER,
     ROOT,
@@ -89,16 +93,20 @@ def files_of(d) -> dict[str, bytes]:
 
 def test_spark_streaming_live_bank_kill9_mid_batch_and_replica(tmp_path):
     cluster_dir = tmp_path / "cluster"
-    sim = LiveSimulation("bank", DNS, cluster_dir, seed=11, tps=60, duration=DURATION, max_file_size=256 << 10)
+    sim = LiveSimulation("bank", DNS, cluster_dir, seed=11, tps=60, duration=DURATION, max_file_size=256 << 10,
+                         serve=ServeOptions(port=0, user=DN_USER, password=DN_PASSWORD))
     sim_thread = threading.Thread(target=sim.run, name="test-sim", daemon=True)
     sim_thread.start()
-    wait_for(lambda: all((cluster_dir / f"dn{i}").is_dir() for i in range(DNS)), 20, "the DN directories")
+    wait_for(lambda: all((cluster_dir / f"dn{i}").is_dir() for i in range(DNS)) and "dn0" in sim.ports, 20,
+             "the DN directories and dn0's endpoint")
     out = tmp_path / "global"
     port = free_port()
     config = tmp_path / "cluster.toml"
     config.write_text(f'[output]\ndir = "{out}"\nrotate_size = "128KB"\n'
                       f'[server]\nport = {port}\nusers = [{{ name = "{REPL_USER}", password = "{REPL_PASSWORD}" }}]\n'
-                      + "".join(f'[[dn]]\nid = "dn{i}"\ndir = "{cluster_dir / f"dn{i}"}"\n' for i in range(DNS)))
+                      + f'[[dn]]\nid = "dn0"\nhost = "127.0.0.1"\nport = {sim.ports["dn0"]}\n'
+                        f'user = "{DN_USER}"\npassword = "{DN_PASSWORD}"\n'
+                      + "".join(f'[[dn]]\nid = "dn{i}"\ndir = "{cluster_dir / f"dn{i}"}"\n' for i in range(1, DNS)))
     replica = MariaDB.start(tmp_path / "replica", server_id=2)
     svc = SparkService(config, tmp_path / "run.log")
     checker = None
@@ -139,6 +147,7 @@ def test_spark_streaming_live_bank_kill9_mid_batch_and_replica(tmp_path):
         replica.stop()
         sim.stop()
         sim_thread.join(30)
+        sim.stop_servers()
     # the DN binlogs are complete: a batch build over them gives the same bytes
     batch = tmp_path / "batch"
     built = subprocess.run([sys.executable, "-m", "gbinlog.cli", "build",

@@ -80,6 +80,8 @@ def _ddl(mysql: bool) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS gbinlog_ha_member (member {text} PRIMARY KEY, address {text} NOT NULL, "
         f"role {text} NOT NULL, epoch BIGINT NOT NULL, file {text} NOT NULL, pos BIGINT NOT NULL, "
         f"vtso {text} NOT NULL, seen_ms BIGINT NOT NULL)",
+        f"CREATE TABLE IF NOT EXISTS gbinlog_ha_purge (name {text} PRIMARY KEY, keep_from {text} NOT NULL, "
+        f"member {text} NOT NULL, epoch BIGINT NOT NULL, at_ms BIGINT NOT NULL)",
     ]
 
 
@@ -100,6 +102,7 @@ class LeaseStore:
             self._execute(sql)
         ignore = "INSERT IGNORE" if mysql else "INSERT OR IGNORE"
         self._execute(f"{ignore} INTO gbinlog_ha_lease VALUES ({self._p}, '', '', 0, 0, 0)", (LEASE_NAME,))
+        self._execute(f"{ignore} INTO gbinlog_ha_purge VALUES ({self._p}, '', '', 0, 0)", (LEASE_NAME,))
 
     # -- opening ------------------------------------------------------------------------------------
     @classmethod
@@ -216,6 +219,24 @@ class LeaseStore:
     def step_down_requested(self, epoch: int) -> bool:
         rows = self._execute(f"SELECT step_down FROM gbinlog_ha_lease WHERE name = {self._p}", (LEASE_NAME,))[1]
         return int(rows[0][0]) == epoch
+
+    # -- the purge horizon: the leader purged every file before it; followers follow -----------------
+    def record_purge(self, member: str, epoch: int, keep_from: str, now_ms: int) -> bool:
+        """The holder of an unexpired lease under ``epoch`` records that it purges every file before
+        ``keep_from``. False (nothing recorded) for anyone else: a fenced ex-leader cannot move it."""
+        p = self._p
+        n, _ = self._execute(f"UPDATE gbinlog_ha_purge SET keep_from = {p}, member = {p}, epoch = {p}, at_ms = {p} "
+                             f"WHERE name = {p} AND EXISTS (SELECT 1 FROM gbinlog_ha_lease WHERE name = {p} "
+                             f"AND holder = {p} AND epoch = {p} AND expires_ms > {p})",
+                             (keep_from, member, epoch, now_ms, LEASE_NAME, LEASE_NAME, member, epoch, now_ms))
+        return n == 1
+
+    def purge_horizon(self) -> tuple[str, str, int]:
+        """(keep_from, member, epoch) of the last recorded purge; keep_from '' before any."""
+        rows = self._execute(f"SELECT keep_from, member, epoch FROM gbinlog_ha_purge WHERE name = {self._p}",
+                             (LEASE_NAME,))[1]
+        keep_from, member, epoch = rows[0]
+        return keep_from, member, int(epoch)
 
     # -- member rows (what `gbinlog status` shows of every member) ----------------------------------
     def report(self, row: MemberRow) -> None:

@@ -8,13 +8,24 @@ the first one missing from the client's set for our sid, found by binary search 
 PREVIOUS_GTIDS (``dumper.gtid.locate_gno``), not a scan of everything. A client whose set has gaps is
 served from the first missing transaction (a MySQL replica skips what it already executed). A set
 naming transactions we never wrote, or missing purged ones, gets ERR 1236 with MySQL's text.
+
+``dump_request`` is the start of every dump: on a server that may catch up (an HA follower within
+its lag gate: ``catch_up_wait``) a client asking for transactions (GTID) or a file:pos this member
+has not written yet keeps its connection and waits, up to that bound, then is served from there; past
+the bound it gets ERR 1236 saying so. A file:pos client gets heartbeats meanwhile, naming the file
+and position it asked for (what MariaDB's and MySQL's replica checks accept); a GTID client gets none
+before its first event (a MySQL replica rejects a heartbeat naming a file it never rotated to), so
+the bound stays well under replicas' heartbeat periods and net timeouts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import threading
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dumper.gtid import (
     GTID,
@@ -30,7 +41,11 @@ from dumper.gtid import (
     tail_gtids,
     uuid_of,
 )
-from dumper.server.dump import DumpError, DumpRequest
+from dumper.server.binlogdir import BinlogDir, heartbeat
+from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+
+if TYPE_CHECKING:
+    from dumper.server.server import BinlogServer
 
 _HEAD = struct.Struct("<HII")   # flags, server_id, name length
 FDE, ROWS_QUERY = 15, 29
@@ -46,6 +61,10 @@ MORE_TEXT = ("Replica has more GTIDs than the source has, using the source's SER
              "already replicated to the replica. Suggest to replicate any transactions that source has rolled back "
              "from replica to source, and/or commit empty transactions on source to account for transactions that "
              "have been committed on source but are not included in GTID_EXECUTED.")
+
+
+class DumpAhead(DumpError):
+    """The client asks for what the directory does not hold yet (a catching-up member may wait)."""
 
 
 class GtidFiles:
@@ -142,7 +161,7 @@ def start_gno(client: GtidSet, sid: bytes, executed: int, purged: int) -> int:
     mine = client.get(key, [])
     sent = format_gtid_set(client)
     if mine and mine[-1][1] > executed:
-        raise DumpError(MORE_TEXT)
+        raise DumpAhead(MORE_TEXT)
     missing_purged = subtract({key: [(1, purged)]}, client) if purged else {}
     if missing_purged:
         raise DumpError(PURGED_TEXT.format(sent=sent, missing=format_gtid_set(missing_purged)))
@@ -171,3 +190,75 @@ def dump_gtid_request(payload: bytes, gtids: GtidFiles, directory: Path, files: 
         raise DumpError(PURGED_TEXT.format(sent=format_gtid_set(client),
                                            missing=format_gtid_set({uuid_of(sid): [(gno, gno)]})))
     return DumpRequest(found[1], flags & 1, server_id, found[0])
+
+
+def _seq(name: str) -> int:
+    try:
+        return int(name.rsplit(".", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def ahead_of(bdir: BinlogDir, req: DumpRequest) -> str | None:
+    """Why a file:pos request is past what the directory holds (None: it is not)."""
+    files = bdir.files()
+    if not files:
+        return "no binlog file is written yet"
+    if not req.file:
+        return None
+    newest = files[-1]
+    if req.file == newest:
+        size = bdir.size(newest)
+        return f"position {req.position} is past the end of '{newest}' ({size} bytes)" if req.position > size else None
+    if req.file not in files and req.file.rsplit(".", 1)[0] == newest.rsplit(".", 1)[0] \
+            and _seq(req.file) > _seq(newest):
+        return f"'{req.file}' is not written yet (the newest file is '{newest}')"
+    return None
+
+
+async def dump_request(server: BinlogServer, conn: Any, body: bytes, by_gtid: bool) -> DumpRequest:
+    """The request of a COM_BINLOG_DUMP(_GTID) ``body``; while it asks for what is not written yet
+    and ``server.catch_up_wait()`` allows, wait for it (heartbeats to a file:pos client). DumpError →
+    ERR 1236."""
+    wait = getattr(server, "catch_up_wait", None)
+    bound = wait() if wait is not None else 0.0
+    deadline = time.monotonic() + bound
+    beat: tuple[BinlogDump, float] | None = None    # (the dump-to-be for its settings, last heartbeat)
+    while True:
+        try:
+            if by_gtid:
+                if bound > 0 and not server.bdir.files():
+                    raise DumpAhead("no binlog file is written yet")
+                return await asyncio.to_thread(dump_gtid_request, body, server.queries.gtid_files, server.bdir.path,
+                                               server.bdir.files())
+            request = DumpRequest.parse(body)
+            if bound > 0 and (why := ahead_of(server.bdir, request)):
+                raise DumpAhead(why)
+            return request
+        except DumpAhead as exc:
+            if bound <= 0:
+                raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DumpError(f"{exc} (this member is catching up with the HA leader and waited {bound:g} s for "
+                                "it: replicate from the leader, or retry)") from None
+            if not by_gtid:
+                beat = await _heartbeat(server, conn, request, beat)
+            await server.wait_for_change(min(left, server.config.poll_interval * 5))
+
+
+async def _heartbeat(server: BinlogServer, conn: Any, request: DumpRequest,
+                     beat: tuple[BinlogDump, float] | None) -> tuple[BinlogDump, float]:
+    """A HEARTBEAT naming the requested file:pos when the client's period is due."""
+    now = time.monotonic()
+    if beat is None:
+        return BinlogDump(server, conn.session, conn.writer, request), now
+    dump, last = beat
+    period = dump.heartbeat_period()
+    if period <= 0 or now - last < period:
+        return beat
+    event = heartbeat(request.file, request.position, server_id=server.config.server_id,
+                      checksum=dump.client_checksum() == "CRC32")
+    conn.send([b"\0" + event])
+    await conn.writer.drain()
+    return dump, now

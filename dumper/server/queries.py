@@ -489,6 +489,9 @@ class QueryHandler:
             raise QueryError(p.ER_SPECIFIC_ACCESS_DENIED, "Access denied; you need (at least one of) the "
                                                           "SUPER, BINLOG ADMIN privilege(s) for this operation",
                              "42000")
+        refusal = getattr(self.server, "purge_refusal", None)    # HA: only the leader purges (gbinlog.ha)
+        if refusal is not None and (why := refusal()):
+            raise QueryError(1290, why, "HY000")
         bdir = self.server.bdir
         files = bdir.files()
         arg = _unquote(toks[3][1])

@@ -1,5 +1,6 @@
-"""Retention: the endpoint purges old binlog files by age and total size, from its own background task
-(so ``gbinlog serve`` and ``gbinlog run`` both have it, and the pipeline is not involved).
+"""Retention: old binlog files are purged by age and total size — by the endpoint's background task
+(``gbinlog serve``, ``gbinlog run``), or by whoever drives it for a directory with no endpoint
+(``Directory``; an HA member drives it for its leader/follower rules, ``gbinlog.ha``).
 
 Rules (MySQL's ``binlog_expire_logs_seconds`` + a size cap, as Canal/PolarDB-X CDC keep a byte budget):
 
@@ -8,6 +9,8 @@ Rules (MySQL's ``binlog_expire_logs_seconds`` + a size cap, as Canal/PolarDB-X C
 * never the newest file (the one being written);
 * never a file a connected replica is reading, nor any after it: the purge stops before the oldest
   file any connected dump is in. Such a replica then completes; the files go at a later round.
+* an HA follower purges only what the leader purged (``follow_once``, up to the leader's horizon),
+  by the same two rules above.
 
 Each purge is logged (``gbinlog.session``, info) with the files, bytes and the reason.
 """
@@ -18,17 +21,40 @@ import asyncio
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from dumper.server.binlogdir import BinlogDirError
-
-if TYPE_CHECKING:
-    from dumper.server.server import BinlogServer
+from dumper.server.binlogdir import BinlogDir, BinlogDirError
 
 log = logging.getLogger("gbinlog.session")
 
 
-def disk_usage(server: BinlogServer) -> tuple[int, int]:
+class RetentionTarget(Protocol):
+    """What retention needs of a server (``RetentionTarget`` is one; ``Directory`` is one with no endpoint)."""
+
+    bdir: BinlogDir
+    config: Any            # .expire_logs_seconds, .max_total_size
+
+    def files_in_use(self) -> set[str]: ...
+
+    def dumps(self) -> list[Any]: ...
+
+
+@dataclass
+class Directory:
+    """A served-by-nobody output directory (``gbinlog run`` with no endpoint): no replica reads it."""
+
+    bdir: BinlogDir
+    config: Any
+
+    def files_in_use(self) -> set[str]:
+        return set()
+
+    def dumps(self) -> list[Any]:
+        return []
+
+
+def disk_usage(server: RetentionTarget) -> tuple[int, int]:
     """(files, bytes) of the binlog files in the index."""
     files = server.bdir.files()
     total = 0
@@ -40,7 +66,27 @@ def disk_usage(server: BinlogServer) -> tuple[int, int]:
     return len(files), total
 
 
-def purge_plan(server: BinlogServer, now: float) -> tuple[str | None, str, list[str]]:
+def seq_of(name: str) -> int:
+    """The number of a binlog file name (``binlog.000042`` → 42): files compare by it."""
+    try:
+        return int(name.rsplit(".", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _keep_held(server: RetentionTarget, files: list[str], doomed: list[str]) -> tuple[str | None, list[str]]:
+    """(keep_from, held) for purging the prefix ``doomed`` of ``files``: the purge stops before the
+    oldest file a connected dump is in (``held``: the files it then keeps)."""
+    in_use = server.files_in_use()
+    held: list[str] = []
+    for i, name in enumerate(doomed):
+        if name in in_use:
+            held, doomed = doomed[i:], doomed[:i]
+            break
+    return (files[len(doomed)] if doomed else None), held
+
+
+def purge_plan(server: RetentionTarget, now: float) -> tuple[str | None, str, list[str]]:
     """(keep_from, reason, held): purge every file before ``keep_from`` (None: nothing to purge);
     ``held`` names files retention wanted but a connected replica still reads."""
     cfg = server.config
@@ -65,41 +111,56 @@ def purge_plan(server: BinlogServer, now: float) -> tuple[str | None, str, list[
         reasons.add("expire_logs_seconds" if expired else "max_total_size")
         doomed.append(name)
         total -= sizes[name]
-    in_use = server.files_in_use()
-    held = []
-    for i, name in enumerate(doomed):
-        if name in in_use:
-            held, doomed = doomed[i:], doomed[:i]
-            break
-    if not doomed:
-        return None, "", held
-    return files[len(doomed)], "+".join(sorted(reasons)), held
+    keep_from, held = _keep_held(server, files, doomed)
+    return keep_from, ("+".join(sorted(reasons)) if keep_from else ""), held
 
 
-def purge_once(server: BinlogServer, now: float | None = None) -> list[str]:
-    """One retention round on the server's loop; returns the files removed."""
-    gate = getattr(server, "purge_gate", None)     # HA: only the leader purges (gbinlog.ha)
-    if gate is not None and not gate():
-        return []
-    keep_from, reason, held = purge_plan(server, time.time() if now is None else now)
+def _log_held(server: RetentionTarget, held: list[str]) -> None:
     if held:
         readers = sorted({f"{d.session.user}@{d.session.host}" for d in server.dumps() if d.file in held})
         log.info("retention: %s kept, still read by connected replica(s) %s", held[0], ", ".join(readers))
-    if keep_from is None:
+
+
+def purge_to(server: RetentionTarget, keep_from: str, why: str) -> list[str]:
+    """Purge the files before ``keep_from`` (logged with ``why``) by the rules: never the newest file,
+    never a file a connected dump is in nor any after it. Returns the files removed."""
+    files = server.bdir.files()
+    doomed = [f for f in files[:-1] if seq_of(f) < seq_of(keep_from)]
+    keep_from_now, held = _keep_held(server, files, doomed)
+    _log_held(server, held)
+    if keep_from_now is None:
         return []
     before = disk_usage(server)[1]
     try:
-        gone = server.bdir.purge(keep_from)
-    except (OSError, BinlogDirError) as exc:
-        log.warning("retention: PURGE BINARY LOGS TO '%s' failed: %s", keep_from, exc)
+        gone = server.bdir.purge(keep_from_now)
+    except (OSError, BinlogDirError, ValueError) as exc:
+        log.warning("retention: PURGE BINARY LOGS TO '%s' failed: %s", keep_from_now, exc)
         return []
-    files, after = disk_usage(server)
-    log.info("PURGE BINARY LOGS TO '%s' by retention (%s): removed %s..%s (%d files, %d bytes); %d files, "
-             "%d bytes left", keep_from, reason, gone[0], gone[-1], len(gone), before - after, files, after)
+    if gone:
+        files_left, after = disk_usage(server)
+        log.info("PURGE BINARY LOGS TO '%s' by %s: removed %s..%s (%d files, %d bytes); %d files, %d bytes left",
+                 keep_from_now, why, gone[0], gone[-1], len(gone), before - after, files_left, after)
     return gone
 
 
-async def retention_task(server: BinlogServer) -> None:
+def purge_once(server: RetentionTarget, now: float | None = None) -> list[str]:
+    """One retention round; returns the files removed. A server whose retention someone else drives
+    (``retention_elsewhere``: an HA member, ``gbinlog.ha``) does nothing here."""
+    if getattr(server, "retention_elsewhere", False):
+        return []
+    keep_from, reason, held = purge_plan(server, time.time() if now is None else now)
+    _log_held(server, held)
+    if keep_from is None:
+        return []
+    return purge_to(server, keep_from, f"retention ({reason})")
+
+
+def follow_once(server: RetentionTarget, horizon: str, leader: str) -> list[str]:
+    """One round following another member's purge horizon (HA followers)."""
+    return purge_to(server, horizon, f"the leader's purge ({leader}: every file before '{horizon}')")
+
+
+async def retention_task(server: RetentionTarget) -> None:
     """Runs while the server does: a round every ``retention_interval`` seconds."""
     cfg = server.config
     while True:
@@ -110,5 +171,5 @@ async def retention_task(server: BinlogServer) -> None:
         await asyncio.sleep(cfg.retention_interval)
 
 
-def enabled(server: BinlogServer) -> bool:
+def enabled(server: RetentionTarget) -> bool:
     return server.config.expire_logs_seconds > 0 or server.config.max_total_size > 0

@@ -25,8 +25,8 @@ from dumper.server import protocol as p
 from dumper.server.auth import CACHING_SHA2, RsaKeys
 from dumper.server.binlogdir import BinlogDir
 from dumper.server.config import ConfigError, ServerConfig
-from dumper.server.dump import BinlogDump, DumpError, DumpRequest
-from dumper.server.gtid_dump import dump_gtid_request
+from dumper.server.dump import BinlogDump, DumpError
+from dumper.server.gtid_dump import dump_request
 from dumper.server.login import login, session_log
 from dumper.server.prepared import STMT_COMMANDS
 from dumper.server.queries import QueryHandler, Session
@@ -351,12 +351,8 @@ class BinlogServer:
             conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, refusal)])
             await conn.writer.drain()
             return
-        try:
-            if by_gtid:  # auto-position: the first transaction the client lacks (gtid_dump)
-                request = await asyncio.to_thread(dump_gtid_request, body, self.queries.gtid_files, self.bdir.path,
-                                                  self.bdir.files())
-            else:
-                request = DumpRequest.parse(body)
+        try:  # auto-position: the first transaction the client lacks; an HA follower may wait (gtid_dump)
+            request = await dump_request(self, conn, body, by_gtid)
         except DumpError as exc:
             conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, str(exc))])
             await conn.writer.drain()

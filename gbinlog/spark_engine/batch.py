@@ -41,10 +41,9 @@ import pyarrow as pa
 
 from gbinlog.spark_engine.datasource import DnSpec, PartSpec, ReadPlan, partition_keys
 from gbinlog.spark_engine.errors import in_task, reraise
+from gbinlog.spark_engine.exchange import HISTORY_KINDS
 from gbinlog.spark_engine.layout import finish_files
 
-# Marks and physical DDLs: the only rows the driver needs before shaping.
-HISTORY_KINDS = ("ddl_mark", "physical_ddl")
 SUMMARY = pa.schema([("rng", pa.int32()), ("txns", pa.int64()), ("written", pa.int64()), ("events", pa.int64()),
                      ("size", pa.int64()), ("first_ts", pa.int64()), ("last_ts", pa.int64()),
                      ("last_vtso", pa.string()), ("last_written_vtso", pa.string()),
@@ -158,15 +157,13 @@ def _count_events(data: bytes) -> int:
     return n
 
 
-@in_task
-def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow: all rows of one output range → merged, shaped, rendered into one file.
+def render_range(settings: RangeSettings, entries: list, rng: int, streams: list[Iterator]) -> dict:
+    """One output range: the DNs' transactions in it (``streams``, per DN in DN order) → merged,
+    shaped, rendered into one range file; returns the ``SUMMARY`` row.
 
     Also reports what the driver needs for state.json and the cluster rule: per DN the newest
     restart point carried and the last vtso, and the broadcast transactions (heartbeats, marks,
     instructions) whose DN set differs from the one before (checking those checks them all)."""
-    from pyspark import TaskContext
-
     from dumper.cluster import BROADCAST_KINDS
     from dumper.global_binlog import encode_txn, file_start
     from gbinlog.spark_engine.layout import pack_u32
@@ -174,18 +171,12 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
     from schema_shaper import Shaper, shape
 
     t0 = time.perf_counter()
-    rng = TaskContext.get().partitionId()
-    entries = history.value if hasattr(history, "value") else history
-    batches = [b for b in batches if b.num_rows]
-    table = pa.Table.from_batches(batches) if batches else None
     upto = settings.bounds[rng - 1] if rng > 0 else "0" * 54
     shaper = Shaper.from_history(entries, upto, on_error=settings.on_error)
-    path = Path(settings.tmp_dir, f"range-{rng:05d}")
-    sid = settings.server_id
+    sid, hb = settings.server_id, settings.heartbeat_interval
     head = file_start(server_id=sid, server_version=settings.server_version, timestamp=0)
-    txns = written = events = 0
-    first_ts = last_ts = -1
-    last_vtso = last_written = first_written = None
+    txns = events = 0
+    last_vtso = first_written = last_written = None
     points: dict[str, list] = {}
     last_of: dict[str, str] = {}
     broadcasts: list[list] = []
@@ -193,48 +184,63 @@ def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBat
     sizes: list[int] = []
     stamps: list[int] = []
     pos = len(head)
-    with open(path, "wb") as fh:
-        fh.write(head)
-        if table is not None:
-            out = bytearray()
-            for lt in shape(merge(_dn_streams(table, len(settings.dns))), shaper=shaper):
-                g = lt.source
-                txns += 1
-                last_vtso = lt.vtso
-                for b in g.branches:
-                    last_of[b.dn] = lt.vtso
-                    if b.restart is not None:
-                        points[b.dn] = list(b.restart)
-                if g.kind in BROADCAST_KINDS:
-                    dns = sorted({b.dn for b in g.branches})
-                    if dns != prev_dns:
-                        broadcasts.append([lt.vtso, dns])
-                        prev_dns = dns
-                data = encode_txn(lt, pos, sid, heartbeat_interval=settings.heartbeat_interval)
-                if data:
-                    out += data
-                    pos += len(data)
-                    written += 1
-                    sizes.append(len(data))
-                    stamps.append(lt.timestamp)
-                    events += _count_events(data)
-                    if first_ts < 0:
-                        first_ts = lt.timestamp
-                    last_ts = lt.timestamp
-                    last_written = lt.vtso
-                    first_written = first_written or lt.vtso
-                    if len(out) >= 1 << 22:
-                        fh.write(out)
-                        out.clear()
-            fh.write(out)
+    with open(Path(settings.tmp_dir, f"range-{rng:05d}"), "wb") as fh:
+        out = bytearray(head)
+        for lt in shape(merge(streams), shaper=shaper):
+            g = lt.source
+            txns += 1
+            last_vtso = lt.vtso
+            for b in g.branches:
+                last_of[b.dn] = lt.vtso
+                if b.restart is not None:
+                    points[b.dn] = list(b.restart)
+            if g.kind in BROADCAST_KINDS:
+                dns = sorted({b.dn for b in g.branches})
+                if dns != prev_dns:
+                    broadcasts.append([lt.vtso, dns])
+                    prev_dns = dns
+            data = encode_txn(lt, pos, sid, heartbeat_interval=hb)
+            if data:
+                out += data
+                pos += len(data)
+                sizes.append(len(data))
+                stamps.append(lt.timestamp)
+                events += _count_events(data)
+                last_written = lt.vtso
+                first_written = first_written or lt.vtso
+                if len(out) >= 1 << 22:
+                    fh.write(out)
+                    out.clear()
+        fh.write(out)
         fh.flush()
         os.fsync(fh.fileno())
     info = {"points": points, "last_of": last_of, "broadcasts": broadcasts}
-    yield pa.RecordBatch.from_pylist([{
-        "rng": rng, "txns": txns, "written": written, "events": events, "size": pos, "first_ts": first_ts,
-        "last_ts": last_ts, "last_vtso": last_vtso, "last_written_vtso": last_written,
-        "first_written_vtso": first_written, "info": json.dumps(info),
-        "sizes": pack_u32(sizes), "stamps": pack_u32(stamps), "seconds": time.perf_counter() - t0}], schema=SUMMARY)
+    return {"rng": rng, "txns": txns, "written": len(sizes), "events": events, "size": pos,
+            "first_ts": stamps[0] if stamps else -1, "last_ts": stamps[-1] if stamps else -1,
+            "last_vtso": last_vtso, "last_written_vtso": last_written, "first_written_vtso": first_written,
+            "info": json.dumps(info), "sizes": pack_u32(sizes), "stamps": pack_u32(stamps),
+            "seconds": time.perf_counter() - t0}
+
+
+@in_task
+def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow (``exchange=shuffle``): all rows of one output range → ``render_range``."""
+    from pyspark import TaskContext
+
+    rng = TaskContext.get().partitionId()
+    entries = history.value if hasattr(history, "value") else history
+    batches = [b for b in batches if b.num_rows]
+    streams = _dn_streams(pa.Table.from_batches(batches), len(settings.dns)) if batches else []
+    yield pa.RecordBatch.from_pylist([render_range(settings, entries, rng, streams)], schema=SUMMARY)
+
+
+@in_task
+def write_range_files(settings: RangeSettings, plan: ReadPlan, history, rng: int) -> Iterator[dict]:
+    """Task (``exchange=files``): output range ``rng`` from the exchange files → ``render_range``."""
+    from gbinlog.spark_engine.exchange import range_streams
+
+    entries = history.value if hasattr(history, "value") else history
+    yield render_range(settings, entries, rng, range_streams(plan, settings.tmp_dir, rng))
 
 
 # -- the job (driver) -------------------------------------------------------------------------------
@@ -288,6 +294,111 @@ def _check_inputs(dns: Sequence[DnSpec]) -> dict[str, int | None]:
     return server_ids
 
 
+def _check_args(dn_dirs: Sequence[str | os.PathLike], conf) -> dict[str, str]:
+    """The arguments a build cannot start without (DN directories, ``--conf``): ``BuildError``s."""
+    from gbinlog.local_engine import BuildError
+    from gbinlog.spark_engine.session import SparkUnavailable, parse_conf
+
+    if not dn_dirs:
+        raise BuildError("no DN directory given")
+    missing = [str(d) for d in dn_dirs if not Path(d).is_dir()]
+    if missing:
+        raise BuildError(f"DN binlog directory {', '.join(missing)} does not exist")
+    try:
+        return parse_conf(conf)
+    except SparkUnavailable as exc:
+        raise BuildError(str(exc)) from None
+
+
+def _session(spark, master: str | None, conf: dict[str, str]):
+    """``(session, own)``: the given session, else the embedding application's active one (kept),
+    else a new one (``own``: stopped by the build)."""
+    from gbinlog.local_engine import BuildError
+    from gbinlog.spark_engine.session import SparkUnavailable, spark_session
+
+    if spark is not None:
+        return spark, False
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:  # embedded in an application that has its session: use it, keep it
+        return active, False
+    try:
+        return spark_session(master, conf), True
+    except SparkUnavailable as exc:
+        raise BuildError(str(exc)) from None
+
+
+def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float],
+               exchange: str = "files") -> tuple[list[dict], list]:
+    """The two jobs: extract (and exchange the transactions by range) and collect the schema
+    history, then one writer per range. Returns the writers' summaries in range order and the
+    history. ``exchange``: ``files`` (``exchange.py``, the default) or ``shuffle`` (a Spark
+    shuffle of Arrow rows, persisted: for comparison, bench/spark.py)."""
+    from gbinlog.local_engine import BuildError
+
+    if exchange not in ("files", "shuffle"):
+        raise BuildError(f"spark.gbinlog.exchange={exchange}: expected files or shuffle")
+    t0 = time.perf_counter()
+    try:
+        if exchange == "shuffle":
+            rows, history = _shuffle_jobs(spark, plan, settings, timings)
+        else:
+            rows, history = _file_jobs(spark, plan, settings, timings)
+    except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error
+        shutil.rmtree(settings.tmp_dir, ignore_errors=True)
+        reraise(exc)
+    timings["write"] = time.perf_counter() - t0 - timings["extract+history"]
+    rows.sort(key=lambda r: r["rng"])
+    return rows, history
+
+
+def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float]) -> tuple[list[dict], list]:
+    from extractor.txn_codec import BodyDecoder
+    from gbinlog.spark_engine.exchange import decode_txns, extract_part
+    from schema_shaper import collect_history
+
+    t0 = time.perf_counter()
+    sc = spark.sparkContext
+    n_parts, n_ranges = len(plan.parts), len(plan.bounds) + 1
+    parts = sc.parallelize(range(n_parts), n_parts).mapPartitions(
+        _one_task(partial(extract_part, plan, settings.tmp_dir))).collect()
+    history = collect_history(decode_txns((e for p in parts for e in p["history"]), BodyDecoder()))
+    timings["extract+history"] = time.perf_counter() - t0
+    rows = sc.parallelize(range(n_ranges), n_ranges).mapPartitions(
+        _one_task(partial(write_range_files, settings, plan, history))).collect()
+    return rows, history
+
+
+def _one_task(fn):
+    """For ``parallelize(range(n), n).mapPartitions``: ``fn(i)`` on the partition's one index ``i``."""
+    def run(indexes: Iterator[int]) -> Iterator:
+        for i in indexes:
+            yield from fn(i)
+    return run
+
+
+def _shuffle_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float]) -> tuple[list[dict], list]:
+    from pyspark import StorageLevel
+
+    t0 = time.perf_counter()
+    shuffled = _read(spark, plan).repartition(len(plan.pkeys), "pkey").persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        history = collect_schema_history(shuffled)
+        timings["extract+history"] = time.perf_counter() - t0
+        bc = spark.sparkContext.broadcast(history)
+        rows = shuffled.mapInArrow(partial(write_range, settings, bc), SUMMARY_DDL).toArrow().to_pylist()
+    finally:
+        shuffled.unpersist()
+    return rows, history
+
+
+def _setting(spark, conf: dict[str, str], name: str, default: str | None) -> str | None:
+    """``spark.gbinlog.<name>`` from ``--conf``, else from the session's configuration."""
+    key = f"spark.gbinlog.{name}"
+    return conf.get(key) or spark.conf.get(key, None) or default
+
+
 def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, server_id: int = 1,
           server_version: str | None = None, max_file_size: int | None = None,
           heartbeat_interval: int | None = None, meta_store: str = "meta.db", on_error: str = "raise",
@@ -303,19 +414,9 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     ``ClusterMismatch``, ``OrderingError``, ``BinlogError``, ``ShapeError``).
     """
     from dumper.global_binlog import DEFAULT_MAX_FILE_SIZE, DEFAULT_SERVER_VERSION, HEARTBEAT_INTERVAL
-    from gbinlog.local_engine import BuildError
-    from gbinlog.spark_engine.session import SparkUnavailable, parse_conf, spark_session
 
     t0 = time.perf_counter()
-    if not dn_dirs:
-        raise BuildError("no DN directory given")
-    missing = [str(d) for d in dn_dirs if not Path(d).is_dir()]
-    if missing:
-        raise BuildError(f"DN binlog directory {', '.join(missing)} does not exist")
-    try:
-        conf = parse_conf(conf)
-    except SparkUnavailable as exc:
-        raise BuildError(str(exc)) from None
+    conf = _check_args(dn_dirs, conf)
     server_version = server_version or DEFAULT_SERVER_VERSION
     max_file_size = max_file_size or DEFAULT_MAX_FILE_SIZE
     heartbeat_interval = heartbeat_interval or HEARTBEAT_INTERVAL
@@ -323,64 +424,39 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     _check_output(out)
     dns = dn_specs(dn_dirs)
     server_ids = _check_inputs(dns)
-    own = spark is None
-    if own:
-        from pyspark.sql import SparkSession
-
-        active = SparkSession.getActiveSession()
-        if active is not None:  # embedded in an application that has its session: use it, keep it
-            spark, own = active, False
-    if own:
-        try:
-            spark = spark_session(master, conf)
-        except SparkUnavailable as exc:
-            raise BuildError(str(exc)) from None
+    spark, own = _session(spark, master, conf)
     try:
         if ranges is None:
-            setting = conf.get("spark.gbinlog.ranges") or spark.conf.get("spark.gbinlog.ranges", None)
+            setting = _setting(spark, conf, "ranges", None)
             ranges = int(setting) if setting else default_ranges(dns, max_file_size)
         plan = plan_build(dns, ranges, splits)
-        n = len(plan.pkeys)
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / TMP_DIR
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         settings = RangeSettings(str(tmp), [d.dn for d in dns], plan.bounds, server_id, server_version,
                                  heartbeat_interval, on_error)
-        from pyspark import StorageLevel
-
         timings = {"plan": time.perf_counter() - t0}
-        shuffled = _read(spark, plan).repartition(n, "pkey").persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            try:
-                history = collect_schema_history(shuffled)
-                timings["extract+history"] = time.perf_counter() - t0 - sum(timings.values())
-                bc = spark.sparkContext.broadcast(history)
-                rows = shuffled.mapInArrow(partial(write_range, settings, bc), SUMMARY_DDL).toArrow().to_pylist()
-                timings["write"] = time.perf_counter() - t0 - sum(timings.values())
-            except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error
-                shutil.rmtree(tmp, ignore_errors=True)
-                reraise(exc)
-        finally:
-            shuffled.unpersist()
-        rows.sort(key=lambda r: r["rng"])
+        rows, history = run_ranges(spark, plan, settings, timings, _setting(spark, conf, "exchange", "files"))
+        t1 = time.perf_counter()
         try:
             check_members(rows, dns)
-            result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id, server_version=server_version,
-                                  max_file_size=max_file_size, gtids=gtids)
+            result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id,
+                                  server_version=server_version, max_file_size=max_file_size, gtids=gtids)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        timings["files"] = time.perf_counter() - t0 - sum(timings.values())
+        timings["files"] = time.perf_counter() - t1
     finally:
         if own:
             spark.stop()
+    t1 = time.perf_counter()
     write_meta_and_state(out, rows, dns, server_ids, history, result, meta_store=meta_store, on_error=on_error,
                          settings={"server_id": server_id, "server_version": server_version,
                                    "max_file_size": max_file_size, "heartbeat_interval": heartbeat_interval,
                                    "gtids": gtids})
-    timings["finish"] = time.perf_counter() - t0 - sum(timings.values())
+    timings["finish"] = time.perf_counter() - t1
     result.timings = timings
-    result.ranges = n
+    result.ranges = len(plan.pkeys)
     result.seconds = time.perf_counter() - t0
     return result
 

@@ -111,9 +111,8 @@ class RangeOf:
 
 # -- reading one partition (runs in the executor's Python worker) ----------------------------------
 
-@in_task
-def read_part(plan: ReadPlan, index: int) -> Iterator:
-    """Extract one DN byte range and yield Arrow batches of its transactions (ascending vtso).
+def part_txns(plan: ReadPlan, index: int) -> Iterator:
+    """The transactions of input partition ``index`` (one DN byte range), ascending vtso.
 
     A range starts and ends at restart points (quiet points: nothing open), so it holds exactly the
     transactions begun in it, and ``extract`` from its start with the saved state gives them the
@@ -121,7 +120,6 @@ def read_part(plan: ReadPlan, index: int) -> Iterator:
     from extractor import extract
     from extractor.model import Pos
     from extractor.vtso import VtsoState
-    from gbinlog.spark_engine.arrow_codec import iter_encoded
     from gbinlog.spark_engine.ranges import RangeSource
 
     part = plan.parts[index]
@@ -129,8 +127,16 @@ def read_part(plan: ReadPlan, index: int) -> Iterator:
     source = RangeSource(dn.dir, dn.dn, Pos(*part.start) if part.start else None,
                          Pos(*part.end) if part.end else None)
     state = VtsoState(*part.state) if part.state else None
-    txns = extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=state)
-    yield from iter_encoded(txns, part.dn_idx, RangeOf(plan.bounds, plan.pkeys), seq_start=index << 32)
+    return extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=state)
+
+
+@in_task
+def read_part(plan: ReadPlan, index: int) -> Iterator:
+    """Arrow batches of input partition ``index``'s transactions, tagged with their output range."""
+    from gbinlog.spark_engine.arrow_codec import iter_encoded
+
+    yield from iter_encoded(part_txns(plan, index), plan.parts[index].dn_idx, RangeOf(plan.bounds, plan.pkeys),
+                            seq_start=index << 32)
 
 
 class _Part(InputPartition):

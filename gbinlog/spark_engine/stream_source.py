@@ -1,6 +1,8 @@
 """The streaming side of ``dnbinlog``: ``spark.readStream.format("dnbinlog")``.
 
-Options: ``dns`` (JSON list of ``{"id", "dir", "storage_seq"}``) and ``out`` (the output
+Options: ``dns`` (JSON list of ``{"id", "storage_seq"}`` with ``"dir"`` — a DN binlog directory the
+executors can read — or ``"host", "port", "user", "password", "server_id"`` — a DN read over the
+replication protocol, as ``gbinlog run --engine local`` reads it) and ``out`` (the output
 directory: its ``state.json`` holds the durable restart points, ``spark-read-dns.json`` the DNs the
 pipeline has opened — a standby DN is read once it joined).
 
@@ -13,8 +15,14 @@ already handed on (per DN, by (vtso, end position)) and the pipeline drops vtso 
 written. Offsets are kept in Spark's checkpoint, so a replayed batch reads exactly the same bytes,
 and a restart point older than the output's is only more re-reading: nothing is lost.
 
-Planning reads only directory listings, file sizes and two small JSON files: it never parses a DN
-binlog (stream-reader methods run in a JVM-spawned Python process that shares nothing with the
+Over the protocol, the end is the last file and its size in the DN's ``SHOW BINARY LOGS`` (a DN that
+does not answer keeps its previous end: no new data from it this batch), and the task reads with a
+replica connection (``extractor.live_source.ReplicationSource``) from the restart point until it has
+the events up to that end, or the DN sends a heartbeat (it has nothing more), then disconnects
+(``ReplicationRange``).
+
+Planning reads only directory listings, file sizes, ``SHOW BINARY LOGS`` and two small JSON files:
+it never parses a DN binlog (stream-reader methods run in a JVM-spawned Python process that shares nothing with the
 driver, reference/spark.md §3).
 """
 
@@ -26,6 +34,7 @@ from pathlib import Path
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from extractor.source import DnSource
 from gbinlog.spark_engine.errors import in_task
 
 
@@ -70,13 +79,18 @@ class DnBinlogStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {"dns": {}}
 
-    def _ends(self) -> dict[str, list]:
+    def _ends(self, old: dict) -> dict[str, list]:
         from extractor.source import list_binlog_files
 
         reading = read_dns(self.out)
         ends = {}
         for d in self.dns:
             if d["id"] not in reading:
+                continue
+            if "host" in d:
+                end = remote_end(d) or (old.get(d["id"]) or {}).get("end")
+                if end:
+                    ends[d["id"]] = end
                 continue
             directory = Path(d["dir"])
             names = list_binlog_files(directory) if directory.is_dir() else []
@@ -85,8 +99,8 @@ class DnBinlogStreamReader(DataSourceStreamReader):
         return ends
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
-        ends = self._ends()
         old = (start or {}).get("dns", {})
+        ends = self._ends(old)
         if old and {dn: v["end"] for dn, v in old.items()} == ends:
             return start                      # nothing new: no batch
         points = durable_restart_points(self.out)
@@ -114,7 +128,8 @@ def read_stream_part(dn: dict, dn_idx: int, restart: list | None, end: list) -> 
     from gbinlog.spark_engine.arrow_codec import iter_encoded
     from gbinlog.spark_engine.ranges import RangeSource
 
-    source = RangeSource(dn["dir"], dn["id"], Pos(restart[0], restart[1]) if restart else None, Pos(*end))
+    begin = Pos(restart[0], restart[1]) if restart else None
+    source = ReplicationRange(dn, begin, Pos(*end)) if "host" in dn else RangeSource(dn["dir"], dn["id"], begin, Pos(*end))
     asm = Assembler(dn["id"], storage_seq=dn["storage_seq"], state=VtsoState(*restart[2:]) if restart else None)
 
     def txns():
@@ -122,3 +137,82 @@ def read_stream_part(dn: dict, dn_idx: int, restart: list | None, end: list) -> 
             yield from asm.feed(name, events)
 
     yield from iter_encoded(txns(), dn_idx)
+
+
+def remote_end(dn: dict, timeout: float = 5.0) -> list | None:
+    """``[last file, its size]`` of a DN over the protocol (``SHOW BINARY LOGS``), None when it does
+    not answer."""
+    import pymysql
+
+    try:
+        conn = pymysql.connect(host=dn["host"], port=int(dn["port"]), user=dn.get("user") or "",
+                               password=dn.get("password") or "", connect_timeout=timeout, read_timeout=timeout)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                rows = cur.fetchall()
+        finally:
+            conn.close()
+    except (pymysql.err.MySQLError, OSError):
+        return None
+    return [str(rows[-1][0]), int(rows[-1][1])] if rows else None
+
+
+class ReplicationRange(DnSource):
+    """DN ``dn`` (a ``dns`` option entry with host/port) over the replication
+    protocol from ``start`` (None: its first file) up to ``end``. The events that end at or before
+    ``end`` are yielded; the connection closes at ``end``, at an event past it, or at the first
+    heartbeat (the DN had nothing more to send, so everything up to ``end`` has come). A DN that
+    delivers nothing for ``stall`` seconds is an error naming it."""
+
+    def __init__(self, dn: dict, start, end, stall: float = 60.0) -> None:
+        self.dn, self.dn_id, self.start, self.end, self.stall = dn, dn["id"], start, end, stall
+        self.reached = False
+        self._last = 0.0
+
+    def files(self) -> Iterator:
+        import time
+
+        from extractor.live_source import LiveSourceError, ReplicationSource
+
+        dn, end = self.dn, self.end
+        if self.start is not None and (self.start.file, self.start.offset) >= (end.file, end.offset):
+            return
+        self._last = time.monotonic()
+        src = ReplicationSource(dn["id"], dn["host"], int(dn["port"]), dn.get("user") or "", dn.get("password") or "",
+                                start_file=self.start.file if self.start else None,
+                                start_pos=self.start.offset if self.start else 4,
+                                server_id=int(dn.get("server_id") or 4_200_000), heartbeat=0.1,
+                                should_stop=lambda: time.monotonic() - self._last > self.stall)
+        src.on_idle = lambda: self._done(src)
+        try:
+            for name, events in src.files():
+                if name > end.file:
+                    self._done(src)
+                    return
+                yield name, self._upto(src, name, events)
+                if self.reached:
+                    return
+        finally:
+            src.stop()
+        if not self.reached:
+            raise LiveSourceError(f"delivered nothing for {self.stall:.0f} s before {end.file}:{end.offset}",
+                                  dn=dn["id"], file=src.file or None, offset=src.pos)
+
+    def _done(self, src) -> None:
+        self.reached = True
+        src.stop()
+
+    def _upto(self, src, name: str, events: Iterator) -> Iterator:
+        import time
+
+        end = self.end
+        for ev in events:
+            self._last = time.monotonic()
+            if name == end.file and ev.pos + ev.h[3] > end.offset:
+                self._done(src)
+                return
+            yield ev
+            if name == end.file and ev.pos + ev.h[3] == end.offset:
+                self._done(src)
+                return

@@ -1,5 +1,7 @@
 """``gbinlog run --engine spark``: the live service with Structured Streaming doing the DN side.
 
+The ``cluster.toml`` is the local engine's: DNs given by ``dir = …`` or over the replication
+protocol (``host``/``port``/``user``/``password``), read by the executors (``stream_source``).
 Everything but the DN feeds is ``gbinlog.live.LiveRunner`` (lock, recovery, endpoint, metrics,
 status and the pipeline ``dumper.pipeline.Pipeline``: merge → shape → dump → checkpoint, one input
 per DN). Here
@@ -150,10 +152,6 @@ class SparkLiveRunner(LiveRunner):
 
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> None:
-        remote = [d.id for d in self.cfg.dn if d.is_remote]
-        if remote:
-            raise RunError(f"--engine spark reads DN binlog directories: DN {remote[0]} is configured with "
-                           "host/port (give dir = … or use --engine local)")
         super().start()
         from gbinlog.spark_engine.session import SparkUnavailable, spark_session
 
@@ -166,7 +164,7 @@ class SparkLiveRunner(LiveRunner):
         # the storage sequences the pipeline uses: state.json's, or all configured DNs' at first
         seqs = dict(self.state.storage_seqs) if self.state else storage_sequences([d.id for d in self.cfg.dn])
         self._write_read_dns([d.id for d in self._initial_dns()])
-        dns = [{"id": d.id, "dir": str(d.dir), "storage_seq": seqs[d.id]} for d in self.cfg.dn]
+        dns = [self._source_option(d, seqs[d.id]) for d in self.cfg.dn]
         reader = (self.spark.readStream.format("dnbinlog").option("dns", json.dumps(dns))
                   .option("out", str(self.out)).load())
         writer = (reader.writeStream.foreachBatch(self._batch)
@@ -176,6 +174,14 @@ class SparkLiveRunner(LiveRunner):
         self.query = writer.start()
         self._watcher = threading.Thread(target=self._watch, name="gbinlog-spark-watch", daemon=True)
         self._watcher.start()
+
+    def _source_option(self, dn: DnConfig, storage_seq: str) -> dict:
+        """A DN as the ``dnbinlog`` stream source reads it: its directory, or host/port/credentials
+        and our replica server id (``[source]``), as ``--engine local`` connects."""
+        if not dn.is_remote:
+            return {"id": dn.id, "dir": str(dn.dir), "storage_seq": storage_seq}
+        return {"id": dn.id, "host": dn.host, "port": dn.port, "user": dn.user or "", "password": dn.password,
+                "server_id": self.cfg.source.server_id, "storage_seq": storage_seq}
 
     def _watch(self) -> None:
         """A query that dies (a task's error, a lost driver JVM) fails the feeds, so the pipeline
@@ -199,7 +205,7 @@ class SparkLiveRunner(LiveRunner):
             feed = self.spark_feeds.get(dn_id)
             if feed is None:
                 dn = self.cfg.dn_by_id(dn_id)
-                feed = self.spark_feeds[dn_id] = SparkFeed(dn_id, str(dn.dir) if dn else "?")
+                feed = self.spark_feeds[dn_id] = SparkFeed(dn_id, dn.describe() if dn else "?")
             return feed
 
     def _feed(self, dn: DnConfig, restart=None, storage_seq: str = "") -> SparkFeed:  # type: ignore[override]

@@ -1,0 +1,82 @@
+"""PURGE in an HA group (issue 18): the leader purges, the others follow, through the meta store.
+
+One round (the member's lease thread runs one every ``retention_interval``):
+
+1. every member first follows the recorded horizon (``gbinlog_ha_purge``: the leader purged every
+   file before ``keep_from``): it purges the same prefix of its own files, by its own retention rules
+   — never its newest file, never a file one of its connected replicas is reading nor any after it
+   (``retention.follow_once``). A member's own ``expire_logs_seconds`` / ``max_total_size`` decide
+   nothing while it follows.
+2. the leader alone plans by its retention rules (``retention.purge_plan``: age, total size, its own
+   readers); a horizon past the recorded one is first recorded under its epoch — a conditional write
+   the store accepts only from the holder of the unexpired lease with that epoch (a fenced ex-leader
+   cannot move it) — and only then are its files removed, after one more fence check. A file the
+   leader already removed by hand (``PURGE BINARY LOGS`` on the leader) is recorded the same way.
+
+Recording before removing means a leader that dies in between left a horizon its files had not yet
+reached: the next leader, and it on restart as a follower, purge up to it — nothing is kept forever,
+and no member purges a file the leader still had, except by the leader's recorded decision.
+
+``run(fn, *args)`` calls ``fn(target, *args)`` where the directory's readers are known (the endpoint's
+event loop; directly for a directory with no endpoint); the store is only used from the caller's
+thread, never from the endpoint's loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from dumper.ha.lease import FencedOut, LeaseStoreError
+from dumper.ha.member import LEADER, Member
+from dumper.server import retention
+
+log = logging.getLogger("gbinlog.ha")
+
+Run = Callable[..., Any]
+
+
+def purge_round(member: Member, run: Run, *, retention_on: bool, now: float) -> list[str]:
+    """Follow the recorded horizon; as the leader, purge by retention and record it first. Returns
+    the files removed."""
+    store = member.store
+    try:
+        horizon, by, epoch = store.purge_horizon()
+    except LeaseStoreError as exc:
+        log.debug("HA purge round: %s", exc)
+        return []
+    gone: list[str] = []
+    if horizon:
+        gone += run(retention.follow_once, horizon, f"{by}, epoch {epoch}")
+    if member.role != LEADER:
+        return gone
+    keep_from, reason, _ = run(retention.purge_plan, now) if retention_on else (None, "", [])
+    first = run(_first_file)
+    want = max((f for f in (keep_from, first) if f), key=retention.seq_of, default=None)
+    if want is None or retention.seq_of(want) <= retention.seq_of(horizon or "x.0"):
+        return gone
+    try:
+        mine = member.fence.check()
+        if not store.record_purge(member.settings.member, mine, want, store.now_ms()):
+            return gone
+    except (FencedOut, LeaseStoreError) as exc:
+        log.info("HA purge round: not purging to '%s': %s", want, exc)
+        return gone
+    log.info("HA: leader %s (epoch %d) recorded the purge horizon '%s'", member.settings.member, mine, want)
+    if keep_from is not None:
+        gone += run(_purge_while_leading, member, keep_from, f"retention ({reason}) on the leader, epoch {mine}")
+    return gone
+
+
+def _first_file(target: retention.RetentionTarget) -> str | None:
+    files = target.bdir.files()
+    return files[0] if files else None
+
+
+def _purge_while_leading(target: retention.RetentionTarget, member: Member, keep_from: str, why: str) -> list[str]:
+    """The leader's own purge, after its fence is checked once more (a leader whose fence ran out
+    since it recorded the horizon leaves it to the next round, as a follower)."""
+    if not member.fence.valid():
+        return []
+    return retention.purge_to(target, keep_from, why)

@@ -1,0 +1,60 @@
+"""Rules about the code itself (issue 14, Must show 6 and Build): no function over 80 lines in the
+pipeline, merger, dumper or gbinlog; no production module loads the simulator (a test tool that
+stays a package of its own)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_LINES = 80
+CHECKED = ("merger", "dumper", "gbinlog")
+# Known long functions that their owners are shortening on other branches this session: an entry
+# here only excuses that one function (any other long function fails), remove it once it lands.
+PENDING = {"gbinlog/spark_engine/batch.py:build"}
+PRODUCTION = ("binlog", "extractor", "merger", "schema_shaper", "dumper", "gbinlog")
+
+
+def long_functions(packages: tuple[str, ...], limit: int = MAX_LINES) -> dict[str, int]:
+    """``path:function`` → lines of every function (methods and nested ones too) longer than
+    ``limit`` lines, decorators not counted."""
+    out = {}
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > limit:
+                        out[f"{path.relative_to(ROOT)}:{node.name}"] = lines
+    return out
+
+
+def test_no_function_over_80_lines():
+    found = long_functions(CHECKED)
+    assert {k: v for k, v in found.items() if k not in PENDING} == {}
+
+
+def test_the_length_rule_sees_long_functions():
+    """The counter itself finds a function over a lower limit (the rule is not one that cannot fail)."""
+    found = long_functions(("merger",), limit=30)
+    assert found["merger/merge.py:__iter__"] > 30
+
+
+def test_production_modules_do_not_load_the_simulator():
+    """Every module of the production packages, ``gbinlog.cli`` included, imports without loading
+    ``simulator``; ``gbinlog simulate`` still loads it when asked for."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        f"for pkg in {PRODUCTION!r}:\n"
+        "    for m in pkgutil.walk_packages(importlib.import_module(pkg).__path__, pkg + '.'):\n"
+        "        importlib.import_module(m.name)\n"
+        "loaded = sorted(k for k in sys.modules if k == 'simulator' or k.startswith('simulator.'))\n"
+        "assert not loaded, loaded\n"
+        "from gbinlog.cli import main\n"
+        "assert main.get_command(None, 'simulate').name == 'simulate'\n"
+        "assert 'simulator.cli' in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -1,0 +1,154 @@
+"""PURGE in an HA group, the rules (issue 18; ``dumper.ha.purge``), on real directories and a real
+lease store (SQLite; MariaDB in the slow run), with a fake store clock and fake monotonic clocks:
+the leader records its horizon under its epoch before it removes a file, a follower removes the
+same prefix but never a file its own replica is reading nor its newest file, a fenced ex-leader
+records and removes nothing, a PURGE done by hand on the leader is recorded and followed, and a
+follower refuses PURGE BINARY LOGS naming the leader.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dumper.ha import HaSettings, LeaseStore, Member
+from dumper.ha.purge import purge_round
+from dumper.server.binlogdir import BinlogDir
+from dumper.server.retention import Directory
+from tests import test_ha_lease
+from tests.test_ha_lease import Clock
+
+LEASE = 1000
+mariadb = test_ha_lease.mariadb          # the fixtures: SQLite, and MariaDB in the slow run
+store_url = test_ha_lease.store_url
+
+
+class Mono:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Retention:
+    def __init__(self, max_total_size: int = 0) -> None:
+        self.expire_logs_seconds = 0.0
+        self.max_total_size = max_total_size
+
+
+class Target(Directory):
+    """A directory with a connected replica reading ``reading`` (None: no replica)."""
+
+    reading: str | None = None
+
+    def files_in_use(self) -> set[str]:
+        return {self.reading} if self.reading else set()
+
+
+def make_dir(d: Path, n: int, size: int = 1000, max_total: int = 0) -> Target:
+    d.mkdir(parents=True)
+    names = [f"binlog.{i:06d}" for i in range(1, n + 1)]
+    for name in names:
+        (d / name).write_bytes(b"x" * size)
+    (d / "binlog.index").write_text("".join(f"./{n}\n" for n in names))
+    return Target(BinlogDir(d, "binlog"), Retention(max_total))
+
+
+def files(t: Target) -> list[str]:
+    return list(t.bdir.files())
+
+
+def run_on(target: Target):
+    return lambda fn, *args: fn(target, *args)
+
+
+def member(name: str, url: str, clock: Clock, mono: Mono) -> Member:
+    return Member(HaSettings(name, f"h:{name}", lease_ms=LEASE, store=url), LeaseStore.open(url, clock=clock),
+                  monotonic=mono)
+
+
+def test_leader_records_then_purges_followers_follow(store_url, tmp_path):
+    clock, mono = Clock(), Mono()
+    a, b = member("a", store_url, clock, mono), member("b", store_url, clock, mono)
+    da = make_dir(tmp_path / "a", 8, max_total=5500)       # the leader keeps 5 files of 1000 bytes
+    db = make_dir(tmp_path / "b", 8, max_total=0)          # the follower's own retention: off (ignored anyway)
+    try:
+        assert a.tick() == "leader" and b.tick() == "follower"
+        db.reading = "binlog.000002"                       # a replica reads the follower's second file
+        assert purge_round(b, run_on(db), retention_on=True, now=0) == []        # nothing recorded yet
+        gone = purge_round(a, run_on(da), retention_on=True, now=0)
+        assert gone == [f"binlog.00000{i}" for i in (1, 2, 3)]
+        assert a.store.purge_horizon() == ("binlog.000004", "a", 1)              # recorded under epoch 1
+        assert purge_round(b, run_on(db), retention_on=True, now=0) == ["binlog.000001"]
+        assert files(db)[0] == "binlog.000002"             # the file its replica reads stays, and all after it
+        db.reading = "binlog.000006"                       # the replica moved on
+        assert purge_round(b, run_on(db), retention_on=True, now=0) == ["binlog.000002", "binlog.000003"]
+        assert files(db) == files(da) and files(db)[0] == "binlog.000004"     # never beyond the horizon
+        db.reading = None
+        assert purge_round(b, run_on(db), retention_on=True, now=0) == []
+        # a PURGE done by hand on the leader: recorded at its next round, then followed
+        da.bdir.purge("binlog.000006")
+        assert purge_round(a, run_on(da), retention_on=False, now=0) == []
+        assert a.store.purge_horizon()[0] == "binlog.000006"
+        assert purge_round(b, run_on(db), retention_on=True, now=0) == ["binlog.000004", "binlog.000005"]
+        assert files(db) == files(da)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_follower_never_purges_its_newest_file(store_url, tmp_path):
+    clock, mono = Clock(), Mono()
+    a, b = member("a", store_url, clock, mono), member("b", store_url, clock, mono)
+    da = make_dir(tmp_path / "a", 6, max_total=1500)
+    db = make_dir(tmp_path / "b", 3)                       # far behind: it has written 3 files only
+    try:
+        a.tick()
+        b.tick()
+        assert purge_round(a, run_on(da), retention_on=True, now=0) == [f"binlog.00000{i}" for i in range(1, 6)]
+        assert purge_round(b, run_on(db), retention_on=True, now=0) == ["binlog.000001", "binlog.000002"]
+        assert files(db) == ["binlog.000003"]             # its newest (being written) stays
+    finally:
+        a.close()
+        b.close()
+
+
+def test_fenced_ex_leader_records_and_purges_nothing(store_url, tmp_path):
+    clock, mono_a, mono_b = Clock(), Mono(), Mono()
+    a, b = member("a", store_url, clock, mono_a), member("b", store_url, clock, mono_b)
+    da = make_dir(tmp_path / "a", 8, max_total=3500)
+    db = make_dir(tmp_path / "b", 8, max_total=3500)
+    try:
+        assert a.tick() == "leader"
+        mono_a.t += LEASE / 1000                           # a is paused past its fence …
+        clock.ms += LEASE + 1
+        assert b.tick() == "leader" and b.epoch == 2       # … and b took over
+        assert a.role == "follower"                        # a's fence ran out: it may not purge
+        assert purge_round(a, run_on(da), retention_on=True, now=0) == []
+        assert len(files(da)) == 8 and a.store.purge_horizon()[0] == ""
+        # even a member that still believes it leads (a stale epoch) cannot record a horizon
+        assert not a.store.record_purge("a", 1, "binlog.000007", clock())
+        assert purge_round(b, run_on(db), retention_on=True, now=0) == [f"binlog.00000{i}" for i in range(1, 6)]
+        assert b.store.purge_horizon() == ("binlog.000006", "b", 2)
+        assert a.tick() == "follower"
+        assert purge_round(a, run_on(da), retention_on=True, now=0) == [f"binlog.00000{i}" for i in range(1, 6)]
+        assert files(da) == files(db)
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("role", ["leader", "follower"])
+def test_purge_binary_logs_on_a_follower_is_refused(role):
+    from gbinlog.ha import HaAgent
+    agent = HaAgent.__new__(HaAgent)
+    agent.settings = HaSettings("m2", "h:2")
+    agent.member = type("M", (), {"role": role, "leader": lambda self: {"member": "m1", "address": "h:1"}})()
+    refusal = agent.purge_refusal()
+    if role == "leader":
+        assert refusal is None
+    else:
+        assert refusal == ("gbinlog HA: this member (m2) is a follower: it purges what the leader purged; run PURGE "
+                           "BINARY LOGS on the leader m1 at h:1")
