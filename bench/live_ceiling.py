@@ -245,6 +245,18 @@ def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: f
             "cpu": cpu, "events_per_cpu_s": copier.done_events / cpu if cpu else float("nan")}
 
 
+def batch_rate(dirs: list[Path], work: Path) -> tuple[int, float]:
+    """(DN events, CPU seconds) of ``gbinlog build`` over the same DN directories (its own process)."""
+    import resource
+    events = sum(len(event_ends((d / n).read_bytes())) for d in dirs for n in list_binlog_files(d))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-m", "gbinlog.cli", "build", *[a for d in dirs for a in ("--dn", str(d))],
+                    "--out", str(work / "batch")], check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    shutil.rmtree(work / "batch", ignore_errors=True)
+    return events, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def ceiling(rates: list[float], seconds: float, warmup: float, cache: Path, work: Path, dns: int) -> None:
     need = int(max(rates) * seconds * 1.1)
     root = make_input(cache, need, dns)
@@ -264,5 +276,13 @@ def ceiling(rates: list[float], seconds: float, warmup: float, cache: Path, work
               f"= {r['events_per_cpu_s']:,.0f} DN events per CPU-second ({verdict} p99 ≤ 1 s)", flush=True)
     ok = [r["fed_rate"] for r in results if r["p99"] <= 1000 and r["missing"] == 0]
     per_cpu = statistics.median(r["events_per_cpu_s"] for r in results)
-    print(f"live ceiling: {max(ok):,.0f} DN events/s with p99 ≤ 1 s" if ok else "live ceiling: below every rate tried")
-    print(f"gbinlog run: median {per_cpu:,.0f} DN events per CPU-second over the runs")
+    events, cpu = batch_rate(dirs, work)
+    batch = events / cpu
+    print(f"batch: gbinlog build of the same {events:,} DN events: {cpu:.1f} CPU s = {batch:,.0f} DN events "
+          "per CPU-second")
+    if ok:
+        print(f"live ceiling: {max(ok):,.0f} DN events/s with p99 ≤ 1 s = {max(ok) / batch:.2f}× the batch rate")
+    else:
+        print("live ceiling: below every rate tried")
+    print(f"gbinlog run: median {per_cpu:,.0f} DN events per CPU-second over the runs = "
+          f"{per_cpu / batch:.2f}× the batch build's per-CPU rate (target ≥ 0.5×)")
