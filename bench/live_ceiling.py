@@ -259,7 +259,9 @@ def batch_rate(dirs: list[Path], work: Path) -> tuple[int, float]:
 
 def ceiling(rates: list[float], seconds: float, warmup: float, cache: Path, work: Path, dns: int) -> None:
     need = int(max(rates) * seconds * 1.1)
-    root = make_input(cache, need, dns)
+    cached = sorted((p for p in cache.glob(f"bank-{dns}dn-*") if (p / "events.txt").exists()
+                     and int((p / "events.txt").read_text()) >= need), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    root = cached[0] if cached else make_input(cache, need, dns)
     dirs = dn_dirs(root)
     t0 = time.perf_counter()
     points = commit_points(dirs)
