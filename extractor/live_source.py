@@ -44,6 +44,7 @@ _FDE, _ROTATE, _STOP, _HEARTBEAT = 15, 4, 3, 27
 _STREAM_TYPES = frozenset({_FDE, _ROTATE, _HEARTBEAT})   # handled one by one (``_event``)
 _ARTIFICIAL = EventFlag.ARTIFICIAL
 _unpack_header = HEADER_STRUCT.unpack_from
+_TYPE_SIZE_END = struct.Struct("<4xB4xII")   # type_code, event_size, log_pos of a header
 # Server errors no reconnect can fix: access denied, unknown db/user, bad binlog position/file.
 FATAL_SERVER_ERRORS = frozenset({1044, 1045, 1049, 1227, 1236, 1251, 1698})
 
@@ -337,14 +338,13 @@ class ReplicationSource(DnSource):
         another in the file (no stream-only event, no gap): the bytes as the file holds them. Other
         events take ``_event`` (an event after a gap is a run of one; FDEs, fake ROTATEs and
         heartbeats are consumed). At a fake ROTATE naming the next file the rest is kept for it."""
-        unpack, special, max_size = _unpack_header, _STREAM_TYPES, MAX_EVENT_SIZE
+        unpack, special, max_size = _TYPE_SIZE_END.unpack_from, _STREAM_TYPES, MAX_EVENT_SIZE
         run: list[bytes] = []
         start = pos = self.pos
         for i, raw in enumerate(batch):
             size = len(raw)
-            h = unpack(raw, 0) if size >= HEADER_LEN else None
-            if h is not None and h[3] == size and h[4] - size == pos and h[4] and h[1] not in special \
-                    and size <= max_size:
+            t, event_size, end = unpack(raw, 0) if size >= HEADER_LEN else (0, -1, 0)
+            if event_size == size and end == pos + size and t not in special and size <= max_size:
                 run.append(raw)
                 pos += size
                 continue
