@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import shutil
-import signal
 import statistics
 import struct
 import subprocess
@@ -181,49 +180,74 @@ def wait_listening(ports: list[int], timeout: float = 30) -> None:
                 time.sleep(0.05)
 
 
-def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: float, warmup: float) -> dict:
-    """One run at ``rate`` events/s for ``seconds``: latency percentiles and the run's CPU."""
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    copier = PacedCopier(dirs, work / "dns", rate)
-    servers, ports = [], {}
+def start_services(copier: PacedCopier, work: Path, procs: list[subprocess.Popen]) -> subprocess.Popen:
+    """A ``gbinlog serve`` per DN directory, then ``gbinlog run`` over them (all added to ``procs``)."""
+    ports = {}
     for i, dn in enumerate(copier.files):
         ports[dn] = _free_port()
-        servers.append(subprocess.Popen(
+        procs.append(subprocess.Popen(
             [sys.executable, "-m", "gbinlog.cli", "serve", "--dir", str(work / "dns" / dn), "--port",
              str(ports[dn]), "--user", "cdc:cdc", "--server-id", str(100 + i)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    out = work / "global"
     cfg = work / "cluster.toml"
-    cfg.write_text(f'[output]\ndir = "{out}"\n[server]\nport = {_free_port()}\nusers = [{{ name = "repl", password = "r" }}]\n'
+    cfg.write_text(f'[output]\ndir = "{work / "global"}"\n[server]\nport = {_free_port()}\n'
+                   'users = [{ name = "repl", password = "r" }]\n'
                    + "".join(f'[[dn]]\nid = "{dn}"\nhost = "127.0.0.1"\nport = {p}\nuser = "cdc"\npassword = "cdc"\n'
                              for dn, p in ports.items()))
     wait_listening(list(ports.values()))
     run = subprocess.Popen([sys.executable, "-m", "gbinlog.cli", "run", "--config", str(cfg)],
                            stdout=open(work / "run.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-    watcher = CtsWatcher(out)
-    time.sleep(1.0)
-    if run.poll() is not None:
-        raise SystemExit(f"gbinlog run exited: {(work / 'run.log').read_text()[-2000:]}")
-    cpu0 = cpu_seconds(run.pid)
-    started = time.time()
-    feeder = threading.Thread(target=copier.run, daemon=True)
-    feeder.start()
-    feeder.join(seconds)
-    copier.stop.set()
-    feeder.join()
-    fed_seconds = time.time() - started
-    time.sleep(2.0)                        # what was fed gets written
-    cpu = cpu_seconds(run.pid) - cpu0
-    watcher.stop.set()
-    run.send_signal(signal.SIGTERM)
+    procs.append(run)
+    return run
+
+
+def stop_all(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM (the run first: it stops cleanly), then SIGKILL whatever is still there after 30 s."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: float, warmup: float) -> dict:
+    """One run at ``rate`` events/s for ``seconds``: latency percentiles and the run's CPU."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    copier = PacedCopier(dirs, work / "dns", rate)
+    procs: list[subprocess.Popen] = []
     try:
-        run.wait(30)
-    except subprocess.TimeoutExpired:
-        run.kill()
-    for s in servers:
-        s.terminate()
-        s.wait(10)
+        run = start_services(copier, work, procs)
+        watcher = CtsWatcher(work / "global")
+        time.sleep(1.0)
+        if run.poll() is not None:
+            raise SystemExit(f"gbinlog run exited: {(work / 'run.log').read_text()[-2000:]}")
+        cpu0 = cpu_seconds(run.pid)
+        started = time.time()
+        feeder = threading.Thread(target=copier.run, daemon=True)
+        feeder.start()
+        feeder.join(seconds)
+        copier.stop.set()
+        feeder.join()
+        fed_seconds = time.time() - started
+        time.sleep(2.0)                        # what was fed gets written
+        cpu = cpu_seconds(run.pid) - cpu0
+        watcher.stop.set()
+    finally:
+        stop_all(procs)
+    lat, missing = latencies(points, copier, watcher, started + warmup)
+    pct = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: float("nan"))
+    return {"rate": rate, "fed": copier.done_events, "fed_rate": copier.done_events / fed_seconds,
+            "n": len(lat), "missing": missing, "p50": pct(0.5), "p99": pct(0.99), "max": lat[-1] if lat else float("nan"),
+            "cpu": cpu, "events_per_cpu_s": copier.done_events / cpu if cpu else float("nan")}
+
+
+def latencies(points: dict, copier: PacedCopier, watcher: CtsWatcher, after: float) -> tuple[list[float], int]:
+    """Sorted ms from each TSO transaction's last DN commit to its CTS in the global binlog, and how
+    many that should be there are not."""
     by_tso = {int(v[:19]): t for v, t in watcher.seen.items() if v[38:48] == "0000000000"}
     lat, missing = [], 0
     for tso, pts in points.items():
@@ -231,7 +255,7 @@ def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: f
         if any(t is None for t in times):
             continue                       # not fed in this run
         committed = max(times)             # type: ignore[type-var]
-        if committed < started + warmup or committed > copier.finished_at - 1.0:
+        if committed < after or committed > copier.finished_at - 1.0:
             continue  # warming up; or too late: the merge releases it once every DN has newer events
         seen = by_tso.get(tso)
         if seen is None:
@@ -239,10 +263,7 @@ def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: f
             continue
         lat.append((seen - committed) * 1000)
     lat.sort()
-    pct = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: float("nan"))
-    return {"rate": rate, "fed": copier.done_events, "fed_rate": copier.done_events / fed_seconds,
-            "n": len(lat), "missing": missing, "p50": pct(0.5), "p99": pct(0.99), "max": lat[-1] if lat else float("nan"),
-            "cpu": cpu, "events_per_cpu_s": copier.done_events / cpu if cpu else float("nan")}
+    return lat, missing
 
 
 def batch_rate(dirs: list[Path], work: Path) -> tuple[int, float]:

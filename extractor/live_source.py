@@ -29,7 +29,8 @@ import time
 from collections.abc import Callable, Iterator
 from zlib import crc32
 
-from binlog.constants import CRC_LEN, HEADER_LEN, MAX_EVENT_SIZE, EventFlag
+from binlog import kernel
+from binlog.constants import CRC_LEN, HEADER_LEN, MAX_EVENT_SIZE, EventFlag, EventType
 from binlog.errors import BinlogError
 from binlog.event import Event, FormatContext
 from binlog.header import CRC_RESIDUE, HEADER_STRUCT, crc_ok
@@ -43,6 +44,7 @@ _FDE, _ROTATE, _STOP, _HEARTBEAT = 15, 4, 3, 27
 _STREAM_TYPES = frozenset({_FDE, _ROTATE, _HEARTBEAT})   # handled one by one (``_event``)
 _ARTIFICIAL = EventFlag.ARTIFICIAL
 _unpack_header = HEADER_STRUCT.unpack_from
+_TYPE_SIZE_END = struct.Struct("<4xB4xII")   # type_code, event_size, log_pos of a header
 # Server errors no reconnect can fix: access denied, unknown db/user, bad binlog position/file.
 FATAL_SERVER_ERRORS = frozenset({1044, 1045, 1049, 1227, 1236, 1251, 1698})
 
@@ -219,7 +221,7 @@ class ReplicationSource(DnSource):
                 name = self._next_file()
                 if name is None:
                     return
-                yield name, self._events(name)
+                yield name, _LiveFile(self, name)
         finally:
             self._close()
             self._set_state("stopped")
@@ -279,13 +281,16 @@ class ReplicationSource(DnSource):
         name = raw[HEADER_LEN + 8:end].decode("utf-8", "replace")
         return name, position
 
-    def _events(self, name: str) -> Iterator[Event]:
-        """Events of ``name`` from ``self.pos`` until the stream moves to another file or stops."""
+    def _begin(self, name: str) -> None:
+        """Start (or, after a reconnect, resume) ``name``: position and format context."""
         if name != self.file:
             self.file, self.pos = name, 4
             self._ctx_known = False
         self._ctx = FormatContext(source=f"{self.dn_id}/{name}", table_maps=self._ctx.table_maps) \
             if not self._ctx_known else self._ctx
+
+    def _batches(self) -> Iterator[list[bytes]]:
+        """The stream's batches of events for the current file (reconnecting as needed)."""
         while not self._is_stopped():
             if not self._ensure_connected():
                 return
@@ -294,9 +299,78 @@ class ReplicationSource(DnSource):
             except _Reconnect as exc:
                 self._lost(str(exc))
                 continue
-            yield from self._checked(batch)
+            yield batch
             if self._pending_file is not None:
                 return
+
+    def _events(self, name: str) -> Iterator[Event]:
+        """Events of ``name`` from ``self.pos`` until the stream moves to another file or stops."""
+        self._begin(name)
+        for batch in self._batches():
+            yield from self._checked(batch)
+
+    def _records(self, name: str, kinds: bytes, batch: int) -> Iterator[list[tuple[int, Event, int]]]:
+        """``BinlogFile.records`` for the stream: each run of contiguous events goes through the
+        kernel's scan (CRC32, the accept set, QUERY classes in the byte loop); typed errors name
+        the DN, file and offset."""
+        self._begin(name)
+        scan, st_more = kernel.scan, kernel.ST_MORE
+        for raws in self._batches():
+            for buf, base, ctx in self._runs(raws):
+                phl = ctx.post_header_len
+                query_phl = phl[EventType.QUERY - 1] if len(phl) >= EventType.QUERY else 13
+                off, n = 0, len(buf)
+                while off < n:
+                    recs, off, status, _ = scan(buf, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
+                    if recs:
+                        for rec in recs:   # the scan counts from the run's first byte
+                            rec[1].pos += base
+                        yield recs
+                    if status == st_more and (len(recs) >= batch or off == n):
+                        continue
+                    h = _unpack_header(buf, off)
+                    if status == kernel.ST_BAD_CRC:
+                        raise self._bad(f"CRC32 mismatch in event type {h[1]}", base + off)
+                    raise self._bad(f"event of type {h[1]} and size {h[3]} cannot be read there", base + off)
+
+    def _runs(self, batch: list[bytes]) -> Iterator[tuple[bytes, int, FormatContext]]:
+        """(bytes, file position, format context) of each run of ``batch``'s events that follow one
+        another in the file (no stream-only event, no gap): the bytes as the file holds them. Other
+        events take ``_event`` (an event after a gap is a run of one; FDEs, fake ROTATEs and
+        heartbeats are consumed). At a fake ROTATE naming the next file the rest is kept for it."""
+        unpack, special, max_size = _TYPE_SIZE_END.unpack_from, _STREAM_TYPES, MAX_EVENT_SIZE
+        run: list[bytes] = []
+        start = pos = self.pos
+        for i, raw in enumerate(batch):
+            size = len(raw)
+            t, event_size, end = unpack(raw, 0) if size >= HEADER_LEN else (0, -1, 0)
+            if event_size == size and end == pos + size and t not in special and size <= max_size:
+                run.append(raw)
+                pos += size
+                continue
+            if run:
+                yield self._handed(run, start, pos)
+                run = []
+            ev = self._event(raw)
+            self._fresh = False
+            if ev is None:
+                if self._pending_file is not None:
+                    self._batch = batch[i + 1:]
+                    return
+            elif ev.h[1] == _FDE:      # the context changed (``_event``); not a record
+                self._handed([ev.raw], ev.pos, ev.pos + ev.h[3])
+            else:
+                yield self._handed([ev.raw], ev.pos, ev.pos + ev.h[3])
+            start = pos = self.pos
+        if run:
+            yield self._handed(run, start, pos)
+
+    def _handed(self, raws: list[bytes], start: int, end: int) -> tuple[bytes, int, FormatContext]:
+        self.pos = end
+        self.events += len(raws)
+        self.bytes += end - start
+        self.last_event_at = time.monotonic()
+        return (raws[0] if len(raws) == 1 else b"".join(raws)), start, self._ctx
 
     def _checked(self, batch: list[bytes]) -> Iterator[Event]:
         """The events of ``batch`` that belong to the file, checked; at a fake ROTATE naming the
@@ -378,3 +452,20 @@ class ReplicationSource(DnSource):
     def _bad(self, message: str, offset: int | None = None) -> LiveSourceError:
         return LiveSourceError(message, dn=self.dn_id, file=self.file, offset=self.pos if offset is None else offset)
 
+
+
+class _LiveFile:
+    """One file of the stream, as ``files()`` hands it out: iterating it gives checked ``Event``s;
+    ``records(kinds)`` is the assembler's fast path (``binlog.reader.BinlogFile``'s protocol)."""
+
+    __slots__ = ("src", "name")
+    scannable = True
+
+    def __init__(self, src: ReplicationSource, name: str) -> None:
+        self.src, self.name = src, name
+
+    def __iter__(self) -> Iterator[Event]:
+        return self.src._events(self.name)
+
+    def records(self, kinds: bytes, batch: int = 512) -> Iterator[list[tuple[int, Event, int]]]:
+        return self.src._records(self.name, kinds, batch)

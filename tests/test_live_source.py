@@ -21,6 +21,7 @@ from dumper.server import ServerConfig, start_in_thread
 from extractor import extract
 from extractor.live_source import LiveSourceError, ReplicationSource
 from extractor.replication_client import ReplicationClient, ServerError
+from extractor.source import DnSource
 from simulator.live import LiveSimulation, ServeOptions
 from tests.mariadb import MariaDB
 
@@ -81,18 +82,37 @@ def dn0(tmp_path) -> Path:
     return d
 
 
-def test_fixture_dn_over_the_protocol_equals_extract_dir(dn0):
+class _EventsOnly(DnSource):
+    """A source whose files hide the scan path (``records``): the assembler reads Event by Event."""
+
+    def __init__(self, src: ReplicationSource) -> None:
+        self.src, self.dn_id = src, src.dn_id
+
+    def files(self):
+        for name, events in self.src.files():
+            yield name, iter(events)
+
+    def stop(self) -> None:
+        self.src.stop()
+
+
+@pytest.mark.parametrize("path", ["kernel scan", "events"])
+def test_fixture_dn_over_the_protocol_equals_extract_dir(dn0, path):
+    """Both ways the assembler reads a live file — the kernel's scan over runs of the stream's
+    events (``records``) and event by event — give exactly ``extract(dir)``."""
     want = fingerprint(extract(dn0))
     assert len(want) > 100 and len({e[3][0] for e in want}) == 2  # two files: the switch is covered
     with serve(dn0) as server:
-        c = Collector(source("dn0", server.port))
+        src = source("dn0", server.port)
+        c = Collector(src if path == "kernel scan" else _EventsOnly(src))
         c.wait_for(len(want))
         time.sleep(0.3)  # nothing more may come
         c.stop()
     assert c.error is None
     assert fingerprint(c.txns) == want
-    assert c.src.reconnects == 0 and c.src.gaps == 0
-    assert c.src.file == "mysql-bin.000002" and c.src.pos == (dn0 / "mysql-bin.000002").stat().st_size
+    assert src.reconnects == 0 and src.gaps == 0
+    assert src.file == "mysql-bin.000002" and src.pos == (dn0 / "mysql-bin.000002").stat().st_size
+    assert src.events == sum(1 for f in ("mysql-bin.000001", "mysql-bin.000002") for _ in read_events(dn0 / f))
 
 
 def test_restart_point_resumes_with_identical_vtsos(dn0):
@@ -211,23 +231,36 @@ def test_raw_events_from_a_real_mariadb_master(tmp_path):
                   "INSERT INTO d.t VALUES (1,'a'),(2,'b'); FLUSH BINARY LOGS; UPDATE d.t SET v='c' WHERE id=1;")
         src = ReplicationSource("m", "127.0.0.1", m.port, "repl", "pw")
         got: list[tuple[str, int, bytes]] = []
+        # The same stream through the scan path, every event type accepted (FDEs are not records).
+        scanned_src = ReplicationSource("m2", "127.0.0.1", m.port, "repl", "pw", server_id=4_200_001)
+        scanned: list[tuple[str, int, bytes]] = []
 
         def consume() -> None:
             for name, evs in src.files():
                 got.extend((name, ev.pos, bytes(ev.raw)) for ev in evs)
-        t = threading.Thread(target=consume, daemon=True)
-        t.start()
+
+        def consume_records() -> None:
+            for name, evs in scanned_src.files():
+                for recs in evs.records(bytes([1]) * 256):
+                    scanned.extend((name, ev.pos, bytes(ev.raw)) for _, ev, _ in recs)
+        threads = [threading.Thread(target=consume, daemon=True), threading.Thread(target=consume_records, daemon=True)]
+        for t in threads:
+            t.start()
         time.sleep(1.0)
         m.run_sql("INSERT INTO d.t VALUES (3, REPEAT('x', 70000)); FLUSH BINARY LOGS; DELETE FROM d.t WHERE id=2;")
         files = m.binlog_files()
         want = {(f.name, ev.pos): bytes(ev.raw) for f in files for ev in read_events(f)}
         deadline = time.monotonic() + 15
-        while (not got or got[-1][:2] != max(want)) and time.monotonic() < deadline:
+        while (not got or got[-1][:2] != max(want) or not scanned or scanned[-1][:2] != max(want)) \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
         src.stop()
-        t.join(10)
+        scanned_src.stop()
+        for t in threads:
+            t.join(10)
     finally:
         m.stop()
+    assert scanned == [g for g in got if g[2][4] != 15] and scanned_src.gaps == src.gaps > 0
     assert got and got[-1][:2] == max(want)
     assert [g[0] for g in got] == sorted(g[0] for g in got) and {g[0] for g in got} == {f.name for f in files}
     for name, pos, raw in got:
