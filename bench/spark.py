@@ -1,28 +1,34 @@
-"""The Spark engine against the local engine (issue 8, Must show 4). Not a test: prints numbers.
+"""The Spark engine against the local engine (issue 17, Must show 3). Not a test: prints numbers.
 
     .venv/bin/python bench/spark.py [--events 2000000] [--dns 4] [--dir /tmp/gbinlog-bench]
-                                    [--ranges 4] [--stream-seconds 20] [--tps 300]
+                                    [--ranges 4] [--repeat 3] [--no-warm] [--shuffle] [--cluster]
+                                    [--stream-seconds 20] [--tps 300]
 
 Input: the simulator's ``bank`` workload on ``--dns`` DNs, ``--events`` DN events (cached in
-``--dir``, shared with bench/order.py and bench/build.py). Each run is a fresh process:
+``--dir``, shared with bench/order.py and bench/build.py; ``--events 21000000`` is ≈ 2 GB). The
+machine is shared and noisy, so every timing is repeated (``--repeat``; min and median) and CPU
+seconds of the whole process tree (driver, JVM, Python workers) are reported next to wall time.
 
-* ``gbinlog build`` with the local engine (extraction in worker processes, as the CLI runs it);
-* ``build --engine spark`` on ``local[1]`` and ``local[2]`` with ``--ranges`` output ranges: the
-  whole command (JVM start included) and, in the same session, a second build (warm JVM and Python
-  workers — what a long-lived cluster session sees); the phases of the warm one;
-* every Spark output must be byte-identical to the local engine's (files, index);
-* the streaming service (``run --engine spark``, default trigger) and the local one on a live
-  bank cluster of ``--stream-seconds`` at ``--tps``: how far the newest written transaction is
-  behind its commit TSO (sampled every 50 ms; p50/p99), and the micro-batch durations.
-
-Ratios: spark events/s ÷ local events/s, and local[2] ÷ local[1] (scaling from 1 to 2 executor
-cores). The machine has 2 cores (shared): Spark cannot beat one well-fed process here.
+* the whole command, as a user runs it: ``gbinlog build`` (local engine) and ``gbinlog build
+  --engine spark --master local[2]`` (JVM start included), wall and CPU;
+* warm sessions (what a long-lived cluster session sees): in one process per master (``local[1]``,
+  ``local[2]``), session start, the first build, then ``--repeat`` builds; the phases of the best
+  (plan; extract + exchange by range + schema history; merge/shape/render per range; file layout and
+  copies; state) and the writer tasks' seconds; ``local[2] ÷ local[1]`` is the scaling;
+* ``--shuffle``: the same warm ``local[2]`` builds with ``spark.gbinlog.exchange=shuffle`` (the
+  Spark shuffle of Arrow rows the engine used before: for before/after);
+* ``--cluster``: a Spark standalone master and two 1-core workers on this box (``spark-class``,
+  stopped by pid): the build with 1 and with 2 executor cores;
+* every Spark output is compared byte for byte with the local engine's (files and index);
+* ``--stream-seconds`` > 0: the streaming service (``run --engine spark``) and the local one on a
+  live bank cluster at ``--tps``: how far the newest written transaction is behind its commit TSO.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -35,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.order import dn_dirs, make_input, peak_rss_mb  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def _child(args: list[str]) -> dict:
     run = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
@@ -43,34 +51,98 @@ def _child(args: list[str]) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def child_local(root: Path, out: Path) -> dict:
-    from gbinlog.local_engine import build
+def _proc_table() -> dict[int, tuple[int, float, float]]:
+    """pid → (ppid, own CPU seconds, CPU of its reaped children) from ``/proc/<pid>/stat``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                f = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            table[int(proc.name)] = (int(f[1]), (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick)
+    return table
 
+
+def _tree(table: dict, pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(c for c, row in table.items() if row[0] == p)
+    return out
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and every live descendant (the JVM, pyspark's daemon and workers),
+    their reaped children included."""
+    table = _proc_table()
+    return sum(table[p][1] + table[p][2] for p in _tree(table, pid) if p in table)
+
+
+def whole_command(args: list[str], out: Path) -> dict:
+    """One ``gbinlog`` command as a process: wall, and CPU of it and every process it started
+    (sampled every 0.1 s per pid: the JVM is not always reaped by the driver, so rusage misses it)."""
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
-    r = build(dn_dirs(root), out)
-    return {"seconds": time.perf_counter() - t0, "events_in": int((root / "events.txt").read_text()),
-            "events_out": r.events, "files": r.files, "rss_mb": peak_rss_mb()}
+    proc = subprocess.Popen([sys.executable, "-m", "gbinlog.cli", *args, "--out", str(out), "--no-progress"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: dict[int, float] = {}
+    while proc.poll() is None:
+        table = _proc_table()
+        for p in _tree(table, proc.pid):
+            if p in table:
+                seen[p] = max(seen.get(p, 0.0), table[p][1])
+        time.sleep(0.1)
+    wall = time.perf_counter() - t0
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"{args} failed:\n{err[-3000:]}")
+    return {"wall": wall, "cpu": sum(seen.values())}
 
 
-def child_spark(root: Path, out: Path, master: str, ranges: int, warm: bool) -> dict:
+def child_spark(root: Path, out: Path, master: str, ranges: int, repeat: int, exchange: str) -> dict:
     from gbinlog.spark_engine.batch import build
     from gbinlog.spark_engine.session import spark_session
 
     t0 = time.perf_counter()
-    spark = spark_session(master, {"spark.driver.memory": "4g"})
+    spark = spark_session(master, {"spark.gbinlog.exchange": exchange})
     t_session = time.perf_counter() - t0
     runs = []
-    for i in range(2 if warm else 1):
-        dest = out if i == 0 else out.with_name(out.name + "-warm")
+    for i in range(1 + repeat):
+        dest = out if i == 0 else out.with_name(f"{out.name}-warm{i}")
         shutil.rmtree(dest, ignore_errors=True)
-        t1 = time.perf_counter()
+        cpu0, t1 = tree_cpu(os.getpid()), time.perf_counter()
         r = build(dn_dirs(root), dest, spark=spark, ranges=ranges)
-        runs.append({"seconds": time.perf_counter() - t1, "timings": r.timings, "files": r.files,
-                     "range_seconds": r.range_seconds, "events_out": r.events})
+        runs.append({"seconds": time.perf_counter() - t1, "cpu": tree_cpu(os.getpid()) - cpu0, "timings": r.timings,
+                     "range_seconds": r.range_seconds, "dest": str(dest)})
     spark.stop()
-    return {"session": t_session, "cold_total": t_session + runs[0]["seconds"], "runs": runs,
-            "events_in": int((root / "events.txt").read_text()), "rss_mb": peak_rss_mb()}
+    return {"session": t_session, "runs": runs, "rss_mb": peak_rss_mb()}
+
+
+def child_cluster(root: Path, out: Path, ranges: int) -> dict:
+    """A standalone master + two 1-core workers; the build on 1 and on 2 executor cores."""
+    from tests.spark_support import StandaloneCluster
+
+    cluster = StandaloneCluster(out.parent / "standalone", workers=2, cores=1, memory="1g")
+    res = {}
+    try:
+        cluster.wait_workers()
+        for cores in (1, 2, 1, 2):
+            dest = out.with_name(f"{out.name}-{cores}")
+            r = whole_command(["build", "--engine", "spark", "--master", cluster.url,
+                               "--conf", "spark.executor.cores=1", "--conf", f"spark.cores.max={cores}",
+                               "--conf", "spark.executor.memory=768m",
+                               "--conf", f"spark.scheduler.minRegisteredResourcesRatio={1.0 if cores == 2 else 0.5}",
+                               "--conf", f"spark.gbinlog.ranges={ranges}",
+                               *[a for d in dn_dirs(root) for a in ("--dn", str(d))]], dest)
+            res.setdefault(str(cores), []).append(r["wall"])
+        res["dest"] = str(out.with_name(f"{out.name}-2"))
+    finally:
+        cluster.stop()
+        shutil.rmtree(out.parent / "standalone", ignore_errors=True)
+    return res
 
 
 def child_stream(root: Path, engine: str, seconds: float, tps: int, dns: int) -> dict:
@@ -134,8 +206,12 @@ def child_stream(root: Path, engine: str, seconds: float, tps: int, dns: int) ->
 
 def same_files(a: Path, b: Path) -> bool:
     fa = sorted(p.name for p in a.glob("binlog.0*"))
-    return fa == sorted(p.name for p in b.glob("binlog.0*")) and all(
-        (a / n).read_bytes() == (b / n).read_bytes() for n in fa)
+    return bool(fa) and fa == sorted(p.name for p in b.glob("binlog.0*")) and all(
+        (a / n).read_bytes() == (b / n).read_bytes() for n in [*fa, "binlog.index"])
+
+
+def _mm(values: list[float]) -> str:
+    return f"min {min(values):.1f} / median {statistics.median(values):.1f}"
 
 
 def main() -> None:
@@ -144,16 +220,21 @@ def main() -> None:
     ap.add_argument("--dns", type=int, default=4)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gbinlog-bench"))
     ap.add_argument("--ranges", type=int, default=4)
-    ap.add_argument("--stream-seconds", type=float, default=20)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
+                    help="the in-session local[1]/local[2] builds (--no-warm: whole commands only)")
+    ap.add_argument("--shuffle", action="store_true")
+    ap.add_argument("--cluster", action="store_true")
+    ap.add_argument("--stream-seconds", type=float, default=0)
     ap.add_argument("--tps", type=int, default=300)
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         kind, *rest = args.child
-        if kind == "local":
-            res = child_local(Path(rest[0]), Path(rest[1]))
-        elif kind == "spark":
-            res = child_spark(Path(rest[0]), Path(rest[1]), rest[2], int(rest[3]), rest[4] == "warm")
+        if kind == "spark":
+            res = child_spark(Path(rest[0]), Path(rest[1]), rest[2], int(rest[3]), int(rest[4]), rest[5])
+        elif kind == "cluster":
+            res = child_cluster(Path(rest[0]), Path(rest[1]), int(rest[2]))
         else:
             res = child_stream(Path(rest[0]), rest[1], float(rest[2]), int(rest[3]), int(rest[4]))
         print(json.dumps(res))
@@ -163,26 +244,49 @@ def main() -> None:
     outs = args.dir / "spark-bench"
     outs.mkdir(exist_ok=True)
     events = int((root / "events.txt").read_text())
-    print(f"input: {root} — {events:,} DN events on {args.dns} DNs")
-    local = _child(["--child", "local", str(root), str(outs / "local")])
-    local_eps = events / local["seconds"]
-    print(f"local engine: {local['seconds']:.1f} s = {local_eps:,.0f} events/s, {len(local['files'])} file(s), "
-          f"peak RSS {local['rss_mb']:.0f} MB")
-    rates = {}
-    for master in ("local[1]", "local[2]"):
-        r = _child(["--child", "spark", str(root), str(outs / f"spark-{master[6]}"), master, str(args.ranges), "warm"])
-        cold, warm = r["runs"]
-        rates[master] = (events / r["cold_total"], events / warm["seconds"])
-        phases = ", ".join(f"{k} {v:.1f} s" for k, v in warm["timings"].items())
-        print(f"spark {master}, {args.ranges} ranges: whole command {r['cold_total']:.1f} s "
-              f"(session {r['session']:.1f} s) = {rates[master][0]:,.0f} events/s ({rates[master][0] / local_eps:.2f}× local); "
-              f"warm session {warm['seconds']:.1f} s = {rates[master][1]:,.0f} events/s "
-              f"({rates[master][1] / local_eps:.2f}× local) [{phases}]; driver RSS {r['rss_mb']:.0f} MB")
-        print(f"  files byte-identical to the local engine's: {same_files(outs / f'spark-{master[6]}', outs / 'local')}"
-              f" (warm run: {same_files(outs / f'spark-{master[6]}-warm', outs / 'local')})")
-    print(f"scaling local[1] → local[2]: whole command {rates['local[2]'][0] / rates['local[1]'][0]:.2f}×, "
-          f"warm {rates['local[2]'][1] / rates['local[1]'][1]:.2f}×")
-    for engine in ("local", "spark"):
+    size = sum(f.stat().st_size for d in dn_dirs(root) for f in d.iterdir())
+    print(f"input: {root} — {events:,} DN events, {size / 1e9:.2f} GB on {args.dns} DNs")
+    dn_args = [a for d in dn_dirs(root) for a in ("--dn", str(d))]
+    local, spark_cmd = [], []
+    for _ in range(args.repeat):   # interleaved: the machine's load hits both alike
+        local.append(whole_command(["build", *dn_args], outs / "local"))
+        spark_cmd.append(whole_command(["build", "--engine", "spark", "--master", "local[2]", *dn_args],
+                                       outs / "spark-cmd"))
+    lw, sw = [r["wall"] for r in local], [r["wall"] for r in spark_cmd]
+    print(f"whole command, local engine: wall {_mm(lw)} s = {events / min(lw):,.0f} events/s; "
+          f"CPU {_mm([r['cpu'] for r in local])} s")
+    print(f"whole command, --engine spark local[2]: wall {_mm(sw)} s = {events / min(sw):,.0f} events/s; "
+          f"CPU {_mm([r['cpu'] for r in spark_cmd])} s; spark ÷ local wall (min) {min(lw) / min(sw):.2f}×, "
+          f"median {statistics.median(lw) / statistics.median(sw):.2f}×")
+    print(f"  byte-identical to the local engine: {same_files(outs / 'spark-cmd', outs / 'local')}")
+    warm = {}
+    modes = [("local[1]", "files"), ("local[2]", "files")] + ([("local[2]", "shuffle")] if args.shuffle else [])
+    modes = modes if args.warm else []
+    for master, exchange in modes:
+        name = f"spark-{master[6]}-{exchange}"
+        r = _child(["--child", "spark", str(root), str(outs / name), master, str(args.ranges), str(args.repeat),
+                    exchange])
+        first, rest = r["runs"][0], r["runs"][1:]
+        best = min(rest, key=lambda x: x["seconds"])
+        warm[(master, exchange)] = best["seconds"]
+        phases = ", ".join(f"{k} {v:.2f}" for k, v in best["timings"].items())
+        print(f"{master} exchange={exchange}, {args.ranges} ranges: session {r['session']:.1f} s, first build "
+              f"{first['seconds']:.1f} s; warm {_mm([x['seconds'] for x in rest])} s = "
+              f"{events / best['seconds']:,.0f} events/s, CPU {_mm([x['cpu'] for x in rest])} s "
+              f"[best: {phases}; writer tasks {', '.join(f'{x:.2f}' for x in best['range_seconds'])} s]")
+        print(f"  byte-identical to the local engine: "
+              f"{all(same_files(Path(x['dest']), outs / 'local') for x in r['runs'])}")
+    if args.warm:
+        print(f"scaling local[1] → local[2], warm (best of each): "
+              f"{warm[('local[1]', 'files')] / warm[('local[2]', 'files')]:.2f}×")
+    if args.shuffle:
+        print(f"exchange files vs shuffle, local[2] warm: "
+              f"{warm[('local[2]', 'shuffle')] / warm[('local[2]', 'files')]:.2f}× faster")
+    if args.cluster:
+        c = _child(["--child", "cluster", str(root), str(outs / "standalone"), str(args.ranges)])
+        print(f"standalone master + 2 workers: 1 executor core {_mm(c['1'])} s, 2 cores {_mm(c['2'])} s "
+              f"({min(c['1']) / min(c['2']):.2f}×); byte-identical: {same_files(Path(c['dest']), outs / 'local')}")
+    for engine in ("local", "spark") if args.stream_seconds > 0 else ():
         s = _child(["--child", "stream", str(args.dir / f"stream-{engine}"), engine, str(args.stream_seconds),
                     str(args.tps), str(args.dns)])
         extra = (f"; {s['batches']} micro-batches, p50 {s['batch_p50_s'] * 1000:.0f} ms, "
@@ -190,6 +294,7 @@ def main() -> None:
         print(f"streaming, {engine} engine, {args.tps} client txns/s on {args.dns} DNs: newest written txn behind "
               f"its commit TSO p50 {s['p50_ms']:.0f} ms, p99 {s['p99_ms']:.0f} ms, max {s['max_ms']:.0f} ms "
               f"({s['samples']} samples){extra}")
+    shutil.rmtree(outs, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -125,3 +125,14 @@ def test_replication_range_reads_a_dn_over_the_protocol_up_to_a_planned_end():
         assert list(ReplicationRange(dn, Pos(*end), Pos(*end)).files()) == []
     finally:
         server.stop()
+
+
+def test_default_ranges_one_per_file_size_of_input_in_whole_waves_of_cores():
+    from gbinlog.spark_engine.batch import default_ranges, dn_specs, input_bytes
+
+    dns = dn_specs(dn_dirs(FIXTURES[0]))
+    size = input_bytes(dns)
+    assert default_ranges(dns, size * 2, cores=1) == 1
+    assert default_ranges(dns, size * 2, cores=2) == 2
+    assert default_ranges(dns, size // 3 + 1, cores=1) == 3
+    assert default_ranges(dns, size // 3 + 1, cores=2) == 4

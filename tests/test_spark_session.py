@@ -27,7 +27,7 @@ def test_defaults_and_overrides():
     assert conf["spark.driver.extraJavaOptions"].endswith("-Xss4m")
     assert "log4j2.configurationFile=file:" in conf["spark.driver.extraJavaOptions"]
     own = merged_conf({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/x"})
-    assert own["spark.driver.extraJavaOptions"] == "-Dlog4j2.configurationFile=file:/x"
+    assert own["spark.driver.extraJavaOptions"] == "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:/x"
 
 
 def test_no_java_is_a_clear_message(monkeypatch, tmp_path):
@@ -61,7 +61,10 @@ def test_the_shared_session_has_the_small_machine_defaults(spark):  # noqa: F811
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"            # the tests' override
     import os
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
-    # the session factory registered the data source
+    # the data source, registered by its users
+    from gbinlog.spark_engine.datasource import register
+
+    register(spark)
     df = spark.read.format("dnbinlog").option("plan", _plan_json()).load()
     assert df.columns[:3] == ["vtso", "kind", "dn"]
 
@@ -69,3 +72,13 @@ def test_the_shared_session_has_the_small_machine_defaults(spark):  # noqa: F811
 def _plan_json() -> str:
     from gbinlog.spark_engine.batch import dn_specs, plan_build
     return plan_build(dn_specs(dn_dirs(FIXTURES[0])), 1).to_json()
+
+
+def test_user_jvm_choices_replace_ours():
+    from gbinlog.spark_engine.session import JVM_OPTIONS
+
+    assert all(o in merged_conf(None)["spark.executor.extraJavaOptions"].split() for o in JVM_OPTIONS)
+    mine = merged_conf({"spark.driver.extraJavaOptions": "-XX:+UseG1GC -XX:-TieredCompilation"})
+    opts = mine["spark.driver.extraJavaOptions"].split()
+    assert not set(JVM_OPTIONS) & set(opts) and opts[-2:] == ["-XX:+UseG1GC", "-XX:-TieredCompilation"]
+    assert any("log4j2.configurationFile" in o for o in opts)

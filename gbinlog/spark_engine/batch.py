@@ -3,26 +3,25 @@
 The job (DESIGN.md §5):
 
 1. Driver: DN ids and storage sequences, one input partition per DN (or per byte range cut at
-   restart points), output range boundaries from cheap per-DN TSO samples (``ranges``), and for
-   each range a partition key — so the shuffle below is an exact range partitioning with no
+   restart points), and output range boundaries from cheap per-DN TSO samples (``ranges``): no
    sampling pass over the input.
-2. ``dnbinlog`` tasks extract (assembly, vtso, first-level sort) and yield Arrow rows of DN
-   transactions tagged with their range; ``repartition(n, "pkey")`` moves each to its range.
-   The shuffled data is persisted (memory, spilling to disk), so steps 3 and 4 read the input
-   once: measured on 2M events, persisting costs 0.6 s where a second extraction pass costs 3.5 s.
-3. The (few) DDL marks and physical DDLs are collected to the driver → the schema history
-   (``schema_shaper.collect_history``), broadcast.
-4. ``mapInArrow`` writer per range: rows in DN order → ``merger.merge`` (branch join, trace merge)
-   → ``Shaper.from_history(history, range start)`` → ``dumper.encode_txn`` → one range file. It
-   returns a one-row summary (counts, restart points, broadcasts, each transaction's size and
-   timestamp).
-5. Driver (``layout``): replays the local writer's rotation over the sizes, writes each file's FDE
-   and ROTATE; tasks move range bytes to their final offsets (a range already in place is renamed);
-   then ``binlog.index``, the meta store and ``state.json``.
+2. One Python task per input partition (``exchange.extract_part``) extracts (assembly, vtso,
+   first-level sort) and appends each transaction to its range's exchange file in the build's temp
+   directory (the local engine's worker-pipe codec); it returns only counts and the (few) DDL marks
+   and physical DDLs → the schema history (``schema_shaper.collect_history``) on the driver. No
+   transaction enters the JVM (``spark.gbinlog.exchange=shuffle``: the earlier Spark shuffle of
+   Arrow rows, persisted, kept for comparison — bench/spark.py measures both).
+3. One Python task per range (``write_range_files`` → ``render_range``): the DNs' exchange files of
+   that range → ``merger.merge`` (branch join, trace merge) → ``Shaper.from_history(history,
+   range start)`` → ``dumper.encode_txn`` → one range file. It returns a one-row summary (counts,
+   restart points, broadcasts, each transaction's size and timestamp).
+4. Driver (``layout``): replays the local writer's rotation over the sizes, writes each file's FDE
+   and ROTATE; tasks move range bytes to their final offsets (GTID events put in, ``log_pos`` and
+   CRC rewritten); then ``binlog.index``, the meta store and ``state.json``.
 
 The files are the local engine's, byte for byte, whatever the number of ranges and the rotation
-size (``tests/test_spark_build.py``). Ranges default to one per ``max_file_size`` of input; more
-(``--conf spark.gbinlog.ranges=N``) give more parallel writers.
+size (``tests/test_spark_build.py``). Ranges default to one per ``max_file_size`` of input, in whole
+waves of executor cores (``--conf spark.gbinlog.ranges=N`` sets them).
 """
 
 from __future__ import annotations
@@ -65,6 +64,7 @@ class RangeSettings:
     server_version: str
     heartbeat_interval: int
     on_error: str = "raise"
+    left: dict[str, str] = field(default_factory=dict)   # scale-in: DN → instruction vtso (exchange.scale_in)
 
 
 @dataclass
@@ -166,11 +166,13 @@ def render_range(settings: RangeSettings, entries: list, rng: int, streams: list
     instructions) whose DN set differs from the one before (checking those checks them all)."""
     from dumper.cluster import BROADCAST_KINDS
     from dumper.global_binlog import encode_txn, file_start
+    from gbinlog.spark_engine.exchange import until
     from gbinlog.spark_engine.layout import pack_u32
     from merger import merge
     from schema_shaper import Shaper, shape
 
     t0 = time.perf_counter()
+    streams = [until(s, settings.left.get(dn)) for dn, s in zip(settings.dns, streams, strict=False)]
     upto = settings.bounds[rng - 1] if rng > 0 else "0" * 54
     shaper = Shaper.from_history(entries, upto, on_error=settings.on_error)
     sid, hb = settings.server_id, settings.heartbeat_interval
@@ -246,6 +248,9 @@ def write_range_files(settings: RangeSettings, plan: ReadPlan, history, rng: int
 # -- the job (driver) -------------------------------------------------------------------------------
 
 def _read(spark, plan: ReadPlan):
+    from gbinlog.spark_engine.datasource import register
+
+    register(spark)
     return spark.read.format("dnbinlog").option("plan", plan.to_json()).load()
 
 
@@ -260,9 +265,30 @@ def collect_schema_history(df) -> list:
     return collect_history(decode_batch(table))
 
 
-def default_ranges(dns: Sequence[DnSpec], max_file_size: int) -> int:
-    """One range per ``max_file_size`` of input (the output is about the input's size)."""
-    return max(1, math.ceil(input_bytes(dns) / max_file_size))
+def default_ranges(dns: Sequence[DnSpec], max_file_size: int, cores: int = 1) -> int:
+    """One range per ``max_file_size`` of input (the output is at most about the input's size),
+    rounded up to a multiple of the executor cores (``cores``: Spark's default parallelism) so
+    every core writes in every wave. More ranges cost no extra pass: range bytes are copied into
+    place anyway (GTIDs are put in then), except for a single range without GTIDs (renamed)."""
+    cores = max(1, cores)
+    return cores * math.ceil(max(1, math.ceil(input_bytes(dns) / max_file_size)) / cores)
+
+
+def _shuffled_scale_in(df, dns: list[str]) -> dict[str, str]:
+    """``exchange.scale_in`` over the shuffled rows (instructions and each DN's last vtso)."""
+    from pyspark.sql import functions as F
+
+    from extractor.txn_codec import BodyDecoder
+    from gbinlog.spark_engine.arrow_codec import decode_batch
+    from gbinlog.spark_engine.exchange import scale_in
+    from merger.membership import storage_change
+
+    found: dict[str, list] = {}
+    for t in decode_batch(df.where(F.col("kind") == "instruction").toArrow(), BodyDecoder()):
+        if (storage := storage_change(t)) is not None:
+            found.setdefault(t.dn, []).append([t.vtso, storage])
+    lasts = df.groupBy("dn").agg(F.max("vtso").alias("last")).collect()
+    return scale_in([{"dn": r["dn"], "last": r["last"], "instructions": found.get(r["dn"], [])} for r in lasts], dns)
 
 
 def _check_output(out: Path) -> None:
@@ -355,7 +381,7 @@ def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
 
 def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float]) -> tuple[list[dict], list]:
     from extractor.txn_codec import BodyDecoder
-    from gbinlog.spark_engine.exchange import decode_txns, extract_part
+    from gbinlog.spark_engine.exchange import decode_txns, extract_part, scale_in
     from schema_shaper import collect_history
 
     t0 = time.perf_counter()
@@ -364,6 +390,7 @@ def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
     parts = sc.parallelize(range(n_parts), n_parts).mapPartitions(
         _one_task(partial(extract_part, plan, settings.tmp_dir))).collect()
     history = collect_history(decode_txns((e for p in parts for e in p["history"]), BodyDecoder()))
+    settings.left = scale_in(parts, settings.dns)
     timings["extract+history"] = time.perf_counter() - t0
     rows = sc.parallelize(range(n_ranges), n_ranges).mapPartitions(
         _one_task(partial(write_range_files, settings, plan, history))).collect()
@@ -385,6 +412,7 @@ def _shuffle_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[
     shuffled = _read(spark, plan).repartition(len(plan.pkeys), "pkey").persist(StorageLevel.MEMORY_AND_DISK)
     try:
         history = collect_schema_history(shuffled)
+        settings.left = _shuffled_scale_in(shuffled, settings.dns)
         timings["extract+history"] = time.perf_counter() - t0
         bc = spark.sparkContext.broadcast(history)
         rows = shuffled.mapInArrow(partial(write_range, settings, bc), SUMMARY_DDL).toArrow().to_pylist()
@@ -408,7 +436,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     directory), the same files, index, state.json and meta store the local engine writes.
 
     ``spark``: an existing session (else one from ``master``/``conf``, stopped at the end).
-    ``ranges``: output ranges = files (default: input size / ``max_file_size``, at least 1; or
+    ``ranges``: output ranges (default: input size / ``max_file_size``, at least one per core; or
     ``--conf spark.gbinlog.ranges=N``). ``splits``: per DN id, restart points to cut its input at
     (more input partitions than DNs). Errors are the local engine's types (``BuildError``,
     ``ClusterMismatch``, ``OrderingError``, ``BinlogError``, ``ShapeError``).
@@ -428,7 +456,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     try:
         if ranges is None:
             setting = _setting(spark, conf, "ranges", None)
-            ranges = int(setting) if setting else default_ranges(dns, max_file_size)
+            ranges = int(setting) if setting else default_ranges(dns, max_file_size, spark.sparkContext.defaultParallelism)
         plan = plan_build(dns, ranges, splits)
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / TMP_DIR
@@ -450,7 +478,8 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         if own:
             spark.stop()
     t1 = time.perf_counter()
-    write_meta_and_state(out, rows, dns, server_ids, history, result, meta_store=meta_store, on_error=on_error,
+    write_meta_and_state(out, rows, dns, server_ids, history, result, left=settings.left,
+                         meta_store=meta_store, on_error=on_error,
                          settings={"server_id": server_id, "server_version": server_version,
                                    "max_file_size": max_file_size, "heartbeat_interval": heartbeat_interval,
                                    "gtids": gtids})
@@ -482,7 +511,8 @@ def check_members(rows: list[dict], dns: Sequence[DnSpec]) -> None:
 
 
 def write_meta_and_state(out: Path, rows: list[dict], dns: Sequence[DnSpec], server_ids: dict, history: list,
-                         result: BuildResult, *, meta_store: str, on_error: str, settings: dict) -> None:
+                         result: BuildResult, *, left: dict[str, str], meta_store: str, on_error: str,
+                         settings: dict) -> None:
     """The meta store (the history entries the shaper applied, as the local engine stores them) and
     ``state.json`` (what a later ``--engine local`` resume or ``gbinlog run`` continues from)."""
     from dumper.state import BinlogMark, State, save_state
@@ -518,7 +548,8 @@ def write_meta_and_state(out: Path, rows: list[dict], dns: Sequence[DnSpec], ser
     mark = BinlogMark(*result.last_mark, kept[-1]["last_written_vtso"]) if kept else None
     save_state(out, State(cluster_id=cluster_id, server_ids=server_ids,
                           storage_seqs={d.dn: d.storage_seq for d in dns}, last_vtso=result.last_vtso,
-                          binlog=mark, restart=restart, heartbeat_dns=sorted(members), meta_store=meta_store,
+                          binlog=mark, restart=restart, heartbeat_dns=sorted(members), left=dict(left),
+                          meta_store=meta_store,
                           settings=settings,
                           counts={"txns": result.txns, "written": result.written, "events": result.events,
                                   "bytes": result.bytes}))

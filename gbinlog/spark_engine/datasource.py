@@ -178,5 +178,7 @@ class DnBinlogSource(DataSource):
 
 
 def register(spark) -> None:
-    """Make ``format("dnbinlog")`` available in ``spark``."""
-    spark.dataSource.register(DnBinlogSource)
+    """Make ``format("dnbinlog")`` available in ``spark`` (once per session)."""
+    if not getattr(spark, "_gbinlog_dnbinlog", False):
+        spark.dataSource.register(DnBinlogSource)
+        spark._gbinlog_dnbinlog = True

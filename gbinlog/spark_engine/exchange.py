@@ -8,8 +8,9 @@ enter the JVM: Spark schedules two waves of Python tasks and carries only small 
 1. ``extract_part`` (one task per input partition, a DN byte range): ``extract`` → for every
    transaction its output range (by the plan's vtso bounds) → appended to the file
    ``x-<part>-<range>`` in the build's temporary directory, as the local engine's worker pipe
-   carries them (``extractor.txn_codec.encode_txn``, pickled in batches). Returns its counts and
-   the few transactions the schema history needs (DDL marks, physical DDLs).
+   carries them (``extractor.txn_codec.encode_txn``, pickled in batches). Returns its counts, the
+   few transactions the schema history needs (DDL marks, physical DDLs) and its ``StorageInstChange``
+   instructions with its last vtso (``scale_in``: which DNs left, and where).
 2. ``range_streams`` (in each range's writer task): per DN, its partitions' files for that range
    in order, decoded lazily — the inputs of ``merger.merge``.
 
@@ -28,6 +29,7 @@ from extractor.model import DnTxn
 from extractor.txn_codec import BodyDecoder, encode_txn, txn_from_fields
 from gbinlog.spark_engine.datasource import ReadPlan, part_txns
 from gbinlog.spark_engine.errors import in_task
+from merger.membership import storage_change
 
 BATCH = 512
 HISTORY_KINDS = ("ddl_mark", "physical_ddl")   # the rows the driver needs before shaping
@@ -53,6 +55,8 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
     pending: dict[int, list] = {}
     counts: dict[int, int] = {}
     history: list[tuple] = []
+    instructions: list[list] = []
+    last = ""
     dump = pickle.dump
     try:
         rng, lo, hi = 0, "", bounds[0] if bounds else None
@@ -62,8 +66,12 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
                 rng = bisect.bisect_right(bounds, v)
                 lo, hi = bounds[rng - 1] if rng else "", bounds[rng] if rng < len(bounds) else None
             enc = encode_txn(t)
-            if enc[0][0] in HISTORY_KINDS:
+            last = v
+            kind = enc[0][0]
+            if kind in HISTORY_KINDS:
                 history.append(enc)
+            elif kind == "instruction" and (storage := storage_change(t)) is not None:
+                instructions.append([v, storage])
             batch = pending.get(rng)
             if batch is None:
                 batch = pending[rng] = []
@@ -79,7 +87,38 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
     finally:
         for fh in files.values():
             fh.close()
-    yield {"part": index, "txns": counts, "history": history}
+    yield {"part": index, "dn": plan.dns[plan.parts[index].dn_idx].dn, "txns": counts, "history": history,
+           "instructions": instructions, "last": last}
+
+
+def scale_in(parts: list[dict], dns: list[str]) -> dict[str, str]:
+    """DN id → the vtso of the ``StorageInstChange`` instruction it left the cluster at (scale-in),
+    as ``merger.merge`` decides it when it reads every DN from its start (``gbinlog build``): a DN
+    not in an instruction's list whose stream is still open there (it carries a branch of the
+    instruction, or has transactions after it). Its later transactions are not merged (``until``)."""
+    changes = sorted({v: storage for p in parts for v, storage in p["instructions"]}.items())
+    last: dict[str, str] = {}
+    carries: set[tuple[str, str]] = set()
+    for p in parts:
+        last[p["dn"]] = max(last.get(p["dn"], ""), p["last"])
+        carries.update((p["dn"], v) for v, _ in p["instructions"])
+    left: dict[str, str] = {}
+    for vtso, storage in changes:
+        for dn in dns:
+            if dn not in storage and dn not in left and ((dn, vtso) in carries or last.get(dn, "") > vtso):
+                left[dn] = vtso
+    return left
+
+
+def until(txns: Iterable[DnTxn], vtso: str | None) -> Iterator[DnTxn]:
+    """``txns`` up to ``vtso`` (its branch of the instruction it left at) included."""
+    if vtso is None:
+        yield from txns
+        return
+    for t in txns:
+        if t.vtso > vtso:
+            return
+        yield t
 
 
 def read_exchange(path: Path, decoder: BodyDecoder) -> Iterator[DnTxn]:

@@ -165,6 +165,9 @@ class SparkLiveRunner(LiveRunner):
         seqs = dict(self.state.storage_seqs) if self.state else storage_sequences([d.id for d in self.cfg.dn])
         self._write_read_dns([d.id for d in self._initial_dns()])
         dns = [self._source_option(d, seqs[d.id]) for d in self.cfg.dn]
+        from gbinlog.spark_engine.datasource import register
+
+        register(self.spark)
         reader = (self.spark.readStream.format("dnbinlog").option("dns", json.dumps(dns))
                   .option("out", str(self.out)).load())
         writer = (reader.writeStream.foreachBatch(self._batch)
