@@ -147,7 +147,7 @@ def test_followers_follow_the_leaders_purge_but_keep_what_their_reader_reads(tmp
         with pymysql.connect(host="127.0.0.1", port=m1["port"], user=REPL_USER, password=REPL_PASSWORD) as c, \
                 c.cursor() as cur:
             cur.execute("SELECT @@gtid_executed")
-            last = int(cur.fetchone()[0].rsplit("-", 1)[1])
+            last = int(cur.fetchone()[0].rsplit("-", 1)[-1].rsplit(":", 1)[-1])
         reader.stop_at = last
         reader.go.set()
         reader.thread.join(60)
