@@ -107,7 +107,7 @@ def scan(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, in
             continue
         q = 0
         if k == K_GCN:
-            if size <= HEADER_LEN or not (p[HEADER_LEN] & 0x04):
+            if size > HEADER_LEN and not (p[HEADER_LEN] & 0x04):
                 off = end
                 walked += 1
                 continue

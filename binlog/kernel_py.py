@@ -3,7 +3,8 @@ byte for byte (``binlog.kernel`` picks one; ``GBINLOG_PURE_PYTHON=1`` forces thi
 
 ``scan`` walks the events of a buffer, checks sizes and CRC32s, and hands back only the events a
 caller asked for (``kinds``: a 256-byte table, type code → kind, 0 = skip), each as ``(kind,
-Event, q)``: a GCN (kind ``K_GCN``) only when it carries a commit sequence (flags & 0x04), a QUERY
+Event, q)``: a GCN (kind ``K_GCN``) only when it carries a commit sequence (flags & 0x04; one with
+no body too, for the caller to report), a QUERY
 (kind ``K_QUERY``) refined to its statement class by the statement's first bytes (``Q_*``; ``XA
 END`` dropped; ``q`` is where the statement starts). It stops before an FDE (the caller reads it
 and goes on with the new format), at a bad event (the caller raises the typed error), after
@@ -87,7 +88,7 @@ def scan(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_even
             continue
         q = 0
         if k == K_GCN:
-            if size <= HEADER_LEN or not raw[HEADER_LEN] & 0x04:
+            if size > HEADER_LEN and not raw[HEADER_LEN] & 0x04:
                 off = end
                 walked += 1
                 continue
