@@ -173,8 +173,9 @@ class HaAgent:
         p = self.runner.progress
         mine = p.last_vtso if p is not None else None
         ms = None
-        if row.vtso and mine:
-            ms = max(0, tso_physical_ms(vtso_tso(row.vtso)) - tso_physical_ms(vtso_tso(mine)))
+        mine_ms = tso_physical_ms(vtso_tso(mine)) if mine else 0
+        if row.vtso and mine_ms > 0:     # before its first transaction a member's lag in time is unknown
+            ms = max(0, tso_physical_ms(vtso_tso(row.vtso)) - mine_ms)
         return name, leader.get("address") or None, behind, ms
 
     def dump_refusal(self) -> str | None:

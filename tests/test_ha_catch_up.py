@@ -172,7 +172,7 @@ def test_follower_briefly_behind_keeps_a_gtid_client_waiting_real_members(tmp_pa
             if not text:
                 return "", 0
             uuid, span = text.split(":")
-            return uuid, int(span.rsplit("-", 1)[1])
+            return uuid, int(span.rsplit("-", 1)[-1])
 
     rounds = []
     try:

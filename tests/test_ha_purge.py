@@ -130,6 +130,8 @@ def test_followers_follow_the_leaders_purge_but_keep_what_their_reader_reads(tmp
                 wait_for(lambda: role_of(members["m1"]["metrics"]) == 1, 60, "m1 leading")
         m1, m2 = members["m1"], members["m2"]
         wait_for(lambda: role_of(m2["metrics"]) == 0, 60, "m2 following")
+        wait_for(lambda: index_of(m2["out"]) and index_of(m2["out"])[-1:] == index_of(m1["out"])[-1:], 60,
+                 "the follower in step with the leader", 0.1)
         reader = SlowReader(m2["port"], m1["out"])
         samples = []            # (leader's first file, follower's first file, the follower's dump's file)
         while cluster.thread.is_alive():
@@ -147,7 +149,7 @@ def test_followers_follow_the_leaders_purge_but_keep_what_their_reader_reads(tmp
         with pymysql.connect(host="127.0.0.1", port=m1["port"], user=REPL_USER, password=REPL_PASSWORD) as c, \
                 c.cursor() as cur:
             cur.execute("SELECT @@gtid_executed")
-            last = int(cur.fetchone()[0].rsplit("-", 1)[1])
+            last = int(cur.fetchone()[0].rsplit("-", 1)[-1].rsplit(":", 1)[-1])
         reader.stop_at = last
         reader.go.set()
         reader.thread.join(60)
