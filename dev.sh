@@ -23,9 +23,10 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip
 fi
-# Reinstall only when the declared dependencies changed.
 stamp=.venv/.gbinlog-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# Reinstall when the declared dependencies or the compiled kernels' sources changed.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+   || [ -n "$(find . -path ./.venv -prune -o \( -name '*.c' -o -name '*.pyx' \) -newer "$stamp" -print -quit)" ]; then
   .venv/bin/pip install -q -e ".[test]"
   touch "$stamp"
 fi

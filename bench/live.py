@@ -1,6 +1,7 @@
 """Live latency (issue 7, Must show 2). Not a test: prints numbers.
 
     .venv/bin/python bench/live.py [--seconds 30] [--events-per-s 10000] [--dns 4] [--no-replica]
+    .venv/bin/python bench/live.py --ceiling 50000,100000,200000 [--seconds 20] [--warmup 3]
 
 A live simulated bank cluster (``--dns`` DNs served over the replication protocol, heartbeats every
 200 ms) writes about ``--events-per-s`` DN events per second; ``gbinlog run`` (its own process)
@@ -118,7 +119,19 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=5.0,
                     help="seconds at the start left out (gbinlog run starting and catching up)")
     ap.add_argument("--dump", type=Path, default=None, help="write (commit ms, to-binlog ms, to-replica ms) rows")
+    ap.add_argument("--ceiling", metavar="RATE[,RATE…]", help="measure the live ceiling instead "
+                    "(bench/live_ceiling.py): replayed DNs at these total DN event rates, --seconds each")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/gbinlog-bench"), help="input cache for --ceiling")
     args = ap.parse_args()
+    if args.ceiling:
+        from bench.live_ceiling import ceiling
+        work = Path(tempfile.mkdtemp(prefix="gbinlog-bench-ceiling-"))
+        try:
+            ceiling([float(r) for r in args.ceiling.split(",")], args.seconds, args.warmup, args.dir, work, args.dns)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     tps = max(1, int(args.events_per_s / (EVENTS_PER_TXN_PER_DN * args.dns)))
     work = Path(tempfile.mkdtemp(prefix="gbinlog-bench-live-"))
     sim = LiveSimulation("bank", args.dns, work / "cluster", tps=tps, duration=args.seconds, truth=False,

@@ -22,13 +22,14 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from binlog import kernel
 from binlog.constants import HEADER_LEN, POST_HEADER_LEN_57, POST_HEADER_LEN_80, EventFlag, EventType
 from binlog.header import crc32
 from binlog.writer import file_name as _file_name
-from binlog.writer import file_seq, put_event, rotation_due
+from binlog.writer import file_seq, rotation_due
 from binlog.writer import file_start as _file_start
 from binlog.writer import rotate_event as rotate_event
-from dumper.gtid import cluster_identity, file_gtids, gtid_uuid, previous_gtids_event, put_gtid, sid_of
+from dumper.gtid import cluster_identity, file_gtids, gtid_payload, gtid_uuid, previous_gtids_event, sid_of
 from extractor.vtso import vtso_timestamp
 from schema_shaper.model import LogicalKind, LogicalTxn
 
@@ -41,6 +42,7 @@ CTS_PREFIX = b"CTS::"
 
 _pack_xid = struct.Struct("<Q").pack
 _QUERY, _XID, _ROWS_QUERY, _TABLE_MAP = int(EventType.QUERY), int(EventType.XID), 29, int(EventType.TABLE_MAP)
+_GTID = int(EventType.GTID)
 _SUPPRESS_USE = EventFlag.SUPPRESS_USE
 # MySQL writes Rows_query as an ignorable event; a reader that does not know type 29 skips it.
 _IGNORABLE = EventFlag.IGNORABLE
@@ -48,6 +50,7 @@ _IGNORABLE = EventFlag.IGNORABLE
 BEGIN_PAYLOAD = struct.pack("<IIBHH", 0, 0, 0, 0, 0) + b"\0BEGIN"
 assert HEADER_LEN + len(BEGIN_PAYLOAD) + 4 == 42
 _HEARTBEAT_QUERY = b"\x01" + HEARTBEAT_TEXT
+_BEGIN_ITEM = (_QUERY, BEGIN_PAYLOAD, _SUPPRESS_USE)
 
 
 # Crash injection for the crash-safety tests: GBINLOG_CRASH_AT="<point>:<n>[,<point>:<n>…]" makes
@@ -115,22 +118,18 @@ def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
 
 def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int,
             gtid: tuple[bytes, int, int] | None = None) -> tuple[bytes, int]:
-    """``encode_txn`` and the number of events (the hot path: one ``_put`` per event). ``gtid`` =
-    (sid, gno, sequence number in the file): a GTID event first (``dumper.gtid``)."""
+    """``encode_txn`` and the number of events: the transaction's events as a list of ``(type,
+    payload[, flags])``, framed in one ``binlog.kernel.frame`` call (compiled: headers, payload
+    copies and CRC32s in one C loop). ``gtid`` = (sid, gno, sequence number in the file): a GTID
+    event first (``dumper.gtid``)."""
     kind = txn.kind
     vtso = txn.vtso
     ts = vtso_timestamp(vtso)
     sid = txn.server_id
     if sid is None:
         sid = server_id
-    out = bytearray()
-    put = put_event
-    if gtid is not None and (kind is LogicalKind.DML or kind is LogicalKind.DDL
-                             or kind is LogicalKind.HEARTBEAT and not ts % heartbeat_interval):
-        pos = put_gtid(out, pos, ts, sid, gtid[0], gtid[1], gtid[2], kind is LogicalKind.DDL)
     if kind is LogicalKind.DML:
-        pos = put(out, pos, ts, _QUERY, sid, BEGIN_PAYLOAD, _SUPPRESS_USE)
-        n = 3
+        items: list[tuple] = [_BEGIN_ITEM]
         cts = "\n# CTS::" + vtso + ("::ARCHIVE" if txn.archive else "")
         first = True
         for blk in txn.blocks:
@@ -138,32 +137,28 @@ def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int,
             if first:
                 first = False
                 text = hint + cts if hint else cts[1:]
-                pos = put(out, pos, ts, _ROWS_QUERY, sid, b"\x01" + text.encode("utf-8"), _IGNORABLE)
-                n += 1
+                items.append((_ROWS_QUERY, b"\x01" + text.encode("utf-8"), _IGNORABLE))
             elif hint:
-                pos = put(out, pos, ts, _ROWS_QUERY, sid, b"\x01" + hint.encode("utf-8"), _IGNORABLE)
-                n += 1
-            pos = put(out, pos, ts, _TABLE_MAP, sid, blk.table_map, 0)
-            for type_code, payload in blk.rows:
-                pos = put(out, pos, ts, type_code, sid, payload, 0)
-            n += 1 + len(blk.rows)
-        pos = put(out, pos, ts, _XID, sid, _pack_xid(xid_of(vtso)), 0)
+                items.append((_ROWS_QUERY, b"\x01" + hint.encode("utf-8"), _IGNORABLE))
+            items.append((_TABLE_MAP, blk.table_map))
+            items += blk.rows
+        items.append((_XID, _pack_xid(xid_of(vtso))))
     elif kind is LogicalKind.DDL:
         if txn.query is None:
             raise DumperError(f"DDL transaction {vtso} has no QUERY payload")
-        pos = put(out, pos, ts, _QUERY, sid, txn.query, 0)
-        n = 2
+        items = [(_QUERY, txn.query)]
     elif kind is LogicalKind.HEARTBEAT:
         if ts % heartbeat_interval:
             return b"", 0
-        pos = put(out, pos, ts, _QUERY, sid, BEGIN_PAYLOAD, _SUPPRESS_USE)
-        pos = put(out, pos, ts, _ROWS_QUERY, sid, _HEARTBEAT_QUERY, _IGNORABLE)
-        pos = put(out, pos, ts, _XID, sid, _pack_xid(xid_of(vtso)), 0)
-        n = 4
+        items = [_BEGIN_ITEM, (_ROWS_QUERY, _HEARTBEAT_QUERY, _IGNORABLE), (_XID, _pack_xid(xid_of(vtso)))]
     else:
         return b"", 0
-    put(out, pos, ts, _ROWS_QUERY, sid, b"\x01" + CTS_PREFIX + vtso.encode("ascii"), _IGNORABLE)
-    return bytes(out), n + (gtid is not None)
+    items.append((_ROWS_QUERY, b"\x01" + CTS_PREFIX + vtso.encode("ascii"), _IGNORABLE))
+    if gtid is not None:
+        items.insert(0, (_GTID, gtid_payload(gtid[0], gtid[1], gtid[2], ddl=kind is LogicalKind.DDL)))
+    out = bytearray()
+    kernel.frame(out, pos, ts, sid, items)
+    return bytes(out), len(items)
 
 
 def check_server_version(server_version: str) -> None:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
+from itertools import chain
 
-from binlog import Event
+from binlog import Event, kernel
 from binlog.constants import EventType, GcnFlag, SequenceType
 from extractor import decode
 from extractor.errors import (
@@ -71,6 +72,20 @@ for _t, _k in ((_QUERY, _K_QUERY), (_GCN, _K_GCN), (_TABLE_MAP, _K_TABLE_MAP), (
 for _t in _UNSUPPORTED:
     _KIND_OF[_t] = _K_BAD
 _tuple_new = tuple.__new__
+# The kernel's scan takes the table as bytes; its GCN/QUERY kinds must be ours.
+_KINDS = bytes(_KIND_OF)
+assert (_K_QUERY, _K_GCN) == (kernel.K_QUERY, kernel.K_GCN)
+_Q_XA_START, _Q_XA_COMMIT, _Q_BEGIN = kernel.Q_XA_START, kernel.Q_XA_COMMIT, kernel.Q_BEGIN
+
+
+def _records_of(events: Iterable[Event]) -> Iterator[tuple[int, Event, int]]:
+    """The per-event path (streams, bytes, a restart mid-file): ``(kind, event, 0)`` for the events
+    in the accept set, as the kernel's scan gives them (QUERYs left unclassified)."""
+    kinds = _KIND_OF
+    for ev in events:
+        k = kinds[ev.h[1]]
+        if k:
+            yield k, ev, 0
 
 
 def _pos(file: str, offset: int) -> Pos:
@@ -105,6 +120,7 @@ class Assembler:
         self._query_phl = 13
         self._crc = 4
         self.point: RestartPoint | None = None  # newest quiet point not yet carried by a txn
+        self._branches: dict[str, str] = {}     # XA group → branch key ("" = the CDC's single group)
 
     # -- trace state of the current transaction (Transaction.processEvent_0) ----------------------
     def _reset_trace(self) -> None:
@@ -121,14 +137,19 @@ class Assembler:
 
     # -- the event loop ---------------------------------------------------------------------------
     def feed(self, file: str, events: Iterable[Event]) -> Iterator[DnTxn]:
-        """Assemble ``events`` of ``file``; yields the transactions each commit releases."""
+        """Assemble ``events`` of ``file``; yields the transactions each commit releases.
+
+        A whole file (``binlog.reader.BinlogFile``) is read by the kernel's scan: the byte loop
+        skips the events not in the accept set and the XA ENDs, and classifies QUERYs by their
+        statement, so Python sees ~7 of a branch's ~13 events; anything else goes event by event.
+        """
         self.file = file
         self._tables: dict[bytes, tuple[int, str, str, str, str]] = {}
-        kinds = _KIND_OF
-        for ev in events:
-            k = kinds[ev.h[1]]
-            if not k:
-                continue  # not in the accept set: GTID, consensus 101-104, FDE, ROTATE, …
+        if getattr(events, "scannable", False):
+            records = chain.from_iterable(events.records(_KINDS))
+        else:
+            records = _records_of(events)
+        for k, ev, q in records:
             if k == _K_ROWS:
                 blk = self.block
                 if blk is not None and self.route is None:
@@ -136,9 +157,27 @@ class Assembler:
                 else:
                     self._rows_slow(ev, ev.h[1])
                 continue
-            if k == _K_QUERY:
-                released = self._query(ev)
-            elif k == _K_GCN:
+            if k == _Q_XA_START:
+                raw = ev.raw
+                self._start(ev, raw[q + 8:len(raw) - ev.ctx.crc_len].decode("latin-1").strip())
+                continue
+            if k == _K_TABLE_MAP:
+                self._table_map(ev)
+                continue
+            if k == _Q_XA_COMMIT:
+                raw = ev.raw
+                if raw.find(Q_LIZARD_BYTE, 19, q) < 0:
+                    # no Q_LIZARD_COMMIT_GCN code byte anywhere before the statement: no lizard TSO
+                    released = self._commit_xa(ev, raw[q + 9:len(raw) - ev.ctx.crc_len].decode("latin-1").strip())
+                else:
+                    released = self._query(ev)
+                if released:
+                    yield from released
+                continue
+            if k == _K_ROWS_QUERY:
+                self._rows_query(ev)
+                continue
+            if k == _K_GCN:
                 # flags & 0x04: the commit TSO of the next XA COMMIT (§1.2); other GCNs are skipped.
                 if ev.raw[19] & GcnFlag.HAVE_COMMITTED_SEQ:
                     flags, value = decode.gcn(ev.raw, ev.ctx.crc_len)
@@ -146,23 +185,22 @@ class Assembler:
                         raise self._error(UnexpectedEvent, f"GCN with flags {flags:#x} carries no gcn", ev.pos)
                     self._commit_tso(value, ev)
                 continue
-            elif k == _K_TABLE_MAP:
-                self._table_map(ev)
-                continue
-            elif k == _K_ROWS_QUERY:
-                self._rows_query(ev)
-                continue
-            elif k == _K_XA_PREPARE:
-                released = self._xa_prepare(ev)
-            elif k == _K_XID:
-                released = self._commit_local(ev)
-            elif k == _K_SEQUENCE:
+            if k == _K_SEQUENCE:
                 seq_type, value = decode.sequence(ev.raw, ev.ctx.crc_len)
                 if seq_type == SequenceType.COMMIT:
                     self._commit_tso(value, ev)
                 continue
-            else:
+            if k == _K_XA_PREPARE:
+                released = self._xa_prepare(ev)
+            elif k == _K_XID:
+                released = self._commit_local(ev)
+            elif k == _Q_BEGIN:
+                self._start(ev, None)
+                continue
+            elif k == _K_BAD:
                 raise self._error(UnexpectedEvent, f"{_UNSUPPORTED[ev.h[1]]} cannot be passed through", ev.pos)
+            else:  # _K_QUERY and the statement classes the scan found
+                released = self._query(ev)
             if released:
                 yield from released
 
@@ -289,13 +327,16 @@ class Assembler:
             x = parse(xid)
         except (ValueError, UnicodeDecodeError) as exc:
             raise self._error(BadXid, f"cannot decode xid {xid!r}: {exc}", ev.pos) from None
-        if is_cdc_single(x.group):
+        branch = self._branches.get(x.group)
+        if branch is None:  # per group once: "" for the CDC's single group (ignored)
+            branch = self._branches[x.group] = "" if is_cdc_single(x.group) else branch_key(self.dn_hash, x.group)
+        if not branch:
             self.ignoring = True
             return
         if xid in self.by_xid:
             raise self._error(DuplicateTransaction, f"xid {xid} started again while open since "
                               f"{self.by_xid[xid].start}", ev.pos)
-        txn = DnTxn(TxnKind.DML, self.dn, x.txn_id, branch_key(self.dn_hash, x.group), start, xid=xid,
+        txn = DnTxn(TxnKind.DML, self.dn, x.txn_id, branch, start, xid=xid,
                     archive=x.archive, opened_at=time.monotonic())
         try:
             self.sorter.prewrite(xid, txn)

@@ -1,11 +1,11 @@
 """A live DN source: the DN's binlog over the replication protocol (DESIGN.md §3, issue 7).
 
 ``ReplicationSource`` connects to a DN (or any MySQL-protocol binlog server) the way a replica
-does, with python-mysql-replication's ``BinLogStreamReader`` doing the connection work (handshake,
-checksum negotiation, heartbeat period, COM_REGISTER_SLAVE, COM_BINLOG_DUMP from a file and
-position). Its event decoding is bypassed: the packets are taken raw, so every event reaches the
-assembler as the exact bytes the DN wrote (``Event.raw``) for pass-through, and the DN's own event
-types (GCN 105, SEQUENCE 80, consensus 101–104) need no decoder registration.
+does, with the project's own small client (``extractor.replication_client``: login, checksum
+negotiation, heartbeat period, COM_REGISTER_SLAVE, COM_BINLOG_DUMP from a file and position).
+Nothing is decoded on the way: every event reaches the assembler as the exact bytes the DN wrote
+(``Event.raw``) for pass-through, and the DN's own event types (GCN 105, SEQUENCE 80, consensus
+101–104) need no decoder registration.
 
 It yields ``(file name, events)`` like ``DirSource``: the stream's fake ROTATE names the file,
 events carry their position in it (``log_pos - event_size``), a real ROTATE ends a file and the
@@ -27,21 +27,20 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
-
-import pymysql
-from pymysqlreplication import BinLogStreamReader
+from zlib import crc32
 
 from binlog.constants import CRC_LEN, HEADER_LEN, MAX_EVENT_SIZE, EventFlag
 from binlog.errors import BinlogError
 from binlog.event import Event, FormatContext
-from binlog.header import HEADER_STRUCT, crc_ok
+from binlog.header import CRC_RESIDUE, HEADER_STRUCT, crc_ok
 from binlog.reader import context_from_fde
+from extractor.replication_client import ClientProtocolError, ReplicationClient, ServerError
 from extractor.source import DnSource, FileEvents
 
 log = logging.getLogger(__name__)
 
 _FDE, _ROTATE, _STOP, _HEARTBEAT = 15, 4, 3, 27
+_STREAM_TYPES = frozenset({_FDE, _ROTATE, _HEARTBEAT})   # handled one by one (``_event``)
 _ARTIFICIAL = EventFlag.ARTIFICIAL
 _unpack_header = HEADER_STRUCT.unpack_from
 # Server errors no reconnect can fix: access denied, unknown db/user, bad binlog position/file.
@@ -63,32 +62,6 @@ class LiveSourceError(Exception):
 
 class _Reconnect(Exception):
     """The connection broke (or the server ended the stream): reconnect and resume."""
-
-
-class _RawBinlogStream(BinLogStreamReader):
-    """``BinLogStreamReader`` for its connection set-up only; packets are read raw."""
-
-    def open(self) -> None:
-        # The library's own connect sequence (pinned mysql-replication==1.0.17): SET NAMES,
-        # SHOW GLOBAL VARIABLES LIKE 'BINLOG_CHECKSUM', SET @master_binlog_checksum,
-        # @master_heartbeat_period, @mariadb_slave_capability, COM_REGISTER_SLAVE, COM_BINLOG_DUMP.
-        self._BinLogStreamReader__connect_to_stream()
-
-    @property
-    def checksum(self) -> bool:
-        """Whether we told the server we handle CRC32 (so its first fake ROTATE carries one)."""
-        return bool(self._BinLogStreamReader__use_checksum)
-
-    @property
-    def conn(self) -> pymysql.connections.Connection:
-        return self._stream_connection
-
-    def read_raw(self) -> bytes | None:
-        """One stream packet's payload (``0x00`` + event), or None at end of stream (EOF packet)."""
-        pkt = self._stream_connection._read_packet()
-        if pkt.is_eof_packet():
-            return None
-        return pkt.get_all_data()
 
 
 class ReplicationSource(DnSource):
@@ -127,7 +100,9 @@ class ReplicationSource(DnSource):
         self.bytes = 0
         self.reconnects = 0
         self.gaps = 0                            # events the server left out (filtered)
-        self._stream: _RawBinlogStream | None = None
+        self._stream: ReplicationClient | None = None
+        self._batch: list[bytes] = []           # events received, not yet looked at
+        self._checksum = False                   # we told the server we handle CRC32
         self._stopped = threading.Event()
         self._ctx = FormatContext(source=f"{dn_id}")
         self._pending_file: str | None = None   # named by a fake ROTATE, not started yet
@@ -142,12 +117,10 @@ class ReplicationSource(DnSource):
         with self._lock:
             stream = self._stream
         if stream is not None:
-            sock = getattr(stream.conn, "_sock", None)
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            try:
+                stream.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _is_stopped(self) -> bool:
         return self._stopped.is_set() or self.should_stop()
@@ -161,15 +134,17 @@ class ReplicationSource(DnSource):
         return f"{self.host}:{self.port}"
 
     # -- connection -------------------------------------------------------------------------------
-    def _connect(self) -> _RawBinlogStream:
-        settings: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user,
-                                    "password": self.password, "connect_timeout": self.connect_timeout,
-                                    "read_timeout": self.read_timeout}
-        stream = _RawBinlogStream(settings, server_id=self.server_id, blocking=True, resume_stream=True,
-                                  log_file=self.file, log_pos=self.pos, slave_heartbeat=self.heartbeat,
-                                  enable_logging=False)
-        stream.open()
-        return stream
+    def _connect(self) -> ReplicationClient:
+        client = ReplicationClient(self.host, self.port, self.user, self.password,
+                                   connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
+        try:
+            self._checksum = client.prepare_dump(server_id=self.server_id, heartbeat=self.heartbeat)
+            client.dump(self.file, self.pos, server_id=self.server_id)
+        except BaseException:
+            client.close()
+            raise
+        self._batch = []
+        return client
 
     def _close(self) -> None:
         with self._lock:
@@ -189,16 +164,16 @@ class ReplicationSource(DnSource):
             self._set_state("connecting")
             try:
                 stream = self._connect()
-            except pymysql.err.MySQLError as exc:
-                code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-                msg = exc.args[1] if len(exc.args) > 1 else str(exc)
-                if code in FATAL_SERVER_ERRORS:
+            except ServerError as exc:
+                if exc.code in FATAL_SERVER_ERRORS:
                     self._set_state("failed")
-                    raise LiveSourceError(f"{self._where()} refused: ({code}) {msg}", dn=self.dn_id,
+                    raise LiveSourceError(f"{self._where()} refused: {exc}", dn=self.dn_id,
                                           file=self.file or None, offset=self.pos) from None
-                self.last_error = f"({code}) {msg}" if code else msg
+                self.last_error = str(exc)
+            except ClientProtocolError as exc:
+                self.last_error = str(exc)
             except OSError as exc:
-                self.last_error = exc.strerror or str(exc)
+                self.last_error = exc.strerror or str(exc) or type(exc).__name__
             else:
                 with self._lock:
                     self._stream = stream
@@ -216,25 +191,25 @@ class ReplicationSource(DnSource):
             delay = min(delay * 2, self.backoff_max)
         return False
 
-    def _packet(self) -> bytes:
-        """The next event (raw) from the stream; raises ``_Reconnect`` on a broken connection."""
-        stream = self._stream
+    def _packets(self) -> list[bytes]:
+        """The next events (raw) from the stream; raises ``_Reconnect`` on a broken connection."""
+        if self._batch:
+            batch, self._batch = self._batch, []
+            return batch
         try:
-            data = stream.read_raw()
-        except pymysql.err.MySQLError as exc:
-            code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-            msg = exc.args[1] if len(exc.args) > 1 else str(exc)
-            if code in FATAL_SERVER_ERRORS:
-                raise LiveSourceError(f"{self._where()}: ({code}) {msg}", dn=self.dn_id, file=self.file,
+            batch = self._stream.batch()  # type: ignore[union-attr]
+        except ServerError as exc:
+            if exc.code in FATAL_SERVER_ERRORS:
+                raise LiveSourceError(f"{self._where()}: {exc}", dn=self.dn_id, file=self.file,
                                       offset=self.pos) from None
-            raise _Reconnect(f"({code}) {msg}" if code else msg) from None
-        except (OSError, AttributeError, struct.error) as exc:  # AttributeError: socket closed by stop()
+            raise _Reconnect(str(exc)) from None
+        except ClientProtocolError as exc:
+            raise _Reconnect(str(exc)) from None
+        except (OSError, ValueError, AttributeError, struct.error) as exc:  # closed by stop()
             raise _Reconnect(str(exc) or type(exc).__name__) from None
-        if data is None:
+        if not batch:
             raise _Reconnect("server ended the stream (EOF packet)")
-        if not data or data[0] != 0:
-            raise _Reconnect(f"unexpected packet {bytes(data[:8]).hex()}")
-        return data[1:]
+        return batch
 
     # -- events -----------------------------------------------------------------------------------
     def files(self) -> Iterator[FileEvents]:
@@ -258,10 +233,12 @@ class ReplicationSource(DnSource):
             if not self._ensure_connected():
                 return None
             try:
-                raw = self._packet()
+                batch = self._packets()
             except _Reconnect as exc:
                 self._lost(str(exc))
                 continue
+            raw = batch[0]
+            self._batch = batch[1:]
             rotated = self._fake_rotate(raw)
             self._fresh = False
             if rotated is not None:
@@ -293,7 +270,7 @@ class ReplicationSource(DnSource):
         # A connection's first fake ROTATE carries a CRC iff we asked for CRC32; later ones
         # (file switches) follow the FDE of the file before (reference: replication-protocol §4.1).
         if self._fresh or not self._ctx_known:
-            crc = self._stream is not None and self._stream.checksum
+            crc = self._checksum
         else:
             crc = self._ctx.checksum
         if crc:
@@ -313,21 +290,42 @@ class ReplicationSource(DnSource):
             if not self._ensure_connected():
                 return
             try:
-                raw = self._packet()
+                batch = self._packets()
             except _Reconnect as exc:
                 self._lost(str(exc))
                 continue
-            ev = self._event(raw)
-            self._fresh = False
-            if ev is None:
-                if self._pending_file is not None:
-                    return
-                continue
-            self.pos = ev.pos + ev.h[3]
+            yield from self._checked(batch)
+            if self._pending_file is not None:
+                return
+
+    def _checked(self, batch: list[bytes]) -> Iterator[Event]:
+        """The events of ``batch`` that belong to the file, checked; at a fake ROTATE naming the
+        next file the rest of the batch is kept for it. The common event (a whole event at its file
+        position, CRC32 right, no stream-only type) takes the inline path."""
+        unpack, residue, special, max_size = _unpack_header, CRC_RESIDUE, _STREAM_TYPES, MAX_EVENT_SIZE
+        ctx = self._ctx
+        check = ctx.checksum
+        for i, raw in enumerate(batch):
+            size = len(raw)
+            h = unpack(raw, 0) if size >= HEADER_LEN else None
+            if (h is not None and h[3] == size and h[4] and h[1] not in special and size <= max_size
+                    and h[4] - size == self.pos and (not check or crc32(raw) == residue)):
+                ev = Event(self.pos, h, raw, ctx)
+            else:
+                ev = self._event(raw)
+                self._fresh = False
+                ctx = self._ctx
+                check = ctx.checksum
+                if ev is None:
+                    if self._pending_file is not None:
+                        self._batch = batch[i + 1:]
+                        return
+                    continue
+            self.pos = ev.pos + size
             self.events += 1
-            self.bytes += ev.h[3]
-            self.last_event_at = time.monotonic()
+            self.bytes += size
             yield ev
+        self.last_event_at = time.monotonic()
 
     def _event(self, raw: bytes) -> Event | None:
         """Check one event; None for stream-only events (fake ROTATE, heartbeat, a patched FDE,

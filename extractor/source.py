@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from binlog import Event, read_events
+from binlog.reader import BinlogFile
 
 _BINLOG_NAME = re.compile(r"^(?P<base>.+)\.(?P<seq>\d{6,})$")
 FileEvents = tuple[str, Iterator[Event]]
@@ -108,6 +109,7 @@ class DirSource(DnSource):
         self.poll_interval = poll_interval
         self.should_stop = should_stop or (lambda: False)
         self.on_idle: Callable[[], None] | None = None
+        self.events_read = 0  # events of the finished (not followed) files read so far
 
     def _stopped(self) -> bool:
         if self.on_idle is not None:
@@ -142,7 +144,9 @@ class DirSource(DnSource):
             elif start > 4 and start == path.stat().st_size:
                 yield name, iter(())  # a restart point at the very end of a finished file
             else:
-                yield name, read_events(path, start=start)
+                file = BinlogFile(path, start=start)
+                yield name, file
+                self.events_read += file.events
             done.append(name)
             if self.follow and self._stopped():
                 return

@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 
 TRACE_LEN = 10
+# The form the CN writes: /*DRDS /<ip>/<trace>-<seq>/<subSeq>/<serverId>/ */ with plain decimal
+# numbers (subSeq, serverId may be empty). For it ``parse_hint``'s general rules reduce to these
+# groups; anything else goes the general way.
+_CANONICAL = re.compile(r"/\*DRDS /[^/]*/[^/\-\s]+-([0-9]+)/([0-9]*)/([0-9]*)/ \*/")
 _NUMERIC = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[lLdDfF]?|0[xX][0-9a-fA-F]+")
 
 
@@ -33,6 +37,10 @@ def parse_hint(text: str) -> tuple[str, int | None] | None:
     field 1 is ``traceId[-seq]`` (the second '-'-separated token, "0" without one), field 2 the
     subSeq if numeric, field 3 the server id if numeric.
     """
+    m = _CANONICAL.match(text)
+    if m is not None:
+        seq, sub, server = m.groups()
+        return seq.rjust(TRACE_LEN, "0") + (sub or "0").rjust(TRACE_LEN, "0"), int(server) if server else None
     if not text.startswith("/*DRDS"):
         return None
     begin = text.find("/", 6)

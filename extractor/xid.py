@@ -7,11 +7,13 @@ The DN logs ``XA START X'<gtrid hex>',X'<bqual hex>',<formatId>``; gtrid is
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 VALID_FORMAT_IDS = ("1", "3")
 ARCHIVE_FORMAT_ID = "3"
 CDC_SINGLE_GROUP = "__cdc___single_group"
+_tuple_new = tuple.__new__
 
 
 class Xid(NamedTuple):
@@ -60,8 +62,13 @@ def parse(xid: str) -> Xid:
     txn_id = int(gtrid[5:at] if at >= 0 else gtrid[5:], 16)
     if not 0 <= txn_id < 1 << 63:
         raise ValueError(f"txnId {txn_id} out of range")
-    group = bytes.fromhex(bqual_hex).decode("utf-8")
-    return Xid(txn_id, group, xid.endswith(",3"))
+    return _tuple_new(Xid, (txn_id, _group(bqual_hex), xid.endswith(",3")))  # Xid(…) minus its __new__ call
+
+
+@lru_cache(maxsize=4096)
+def _group(bqual_hex: str) -> str:
+    """The decoded bqual: a handful of groups per DN, decoded once each."""
+    return bytes.fromhex(bqual_hex).decode("utf-8")
 
 
 def is_cdc_single(group: str) -> bool:

@@ -215,8 +215,11 @@ def _summary(r) -> None:
     secs = max(r.seconds, 1e-9)
     files = f"{r.files[0]}…{r.files[-1]} ({len(r.files)} files)" if r.files else "no file"
     click.echo(f"built {r.out_dir}: {r.txns:,} transactions ({r.written:,} written, {r.events:,} events, "
-               f"{r.bytes / 1e6:,.1f} MB) in {r.seconds:.2f} s — {r.events / secs:,.0f} events/s, "
-               f"{r.bytes / 1e6 / secs:,.1f} MB/s; {files}; last vtso {r.last_vtso}")
+               f"{r.bytes / 1e6:,.1f} MB) in {r.seconds:.2f} s — "
+               + (f"{r.dn_events:,} DN events read, {r.dn_events / secs:,.0f} DN events/s; "
+                  if r.dn_events is not None else "")
+               + f"{r.events / secs:,.0f} events/s, {r.bytes / 1e6 / secs:,.1f} MB/s out; {files}; "
+               f"last vtso {r.last_vtso}")
     if r.resumed:
         click.echo(f"resumed: {r.skipped:,} regenerated transactions at or below the last one dropped"
                    + (f"; recovery: {'; '.join(r.recovery)}" if r.recovery else ""))

@@ -13,7 +13,9 @@ written yet waiting (``dumper.server.gtid_dump.dump_request``) instead of refusi
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +28,8 @@ from dumper.ha.purge import purge_round
 from dumper.server.binlogdir import BinlogDir
 from dumper.server.retention import Directory
 from extractor.vtso import tso_physical_ms, vtso_tso
+
+log = logging.getLogger("gbinlog.ha")
 
 
 def settings_of(cfg: Any, port: int | None) -> HaSettings:
@@ -85,7 +89,8 @@ class HaAgent:
             from gbinlog.live import RunError
             raise RunError(f"ha.store: {exc}") from None
         self.member = Member(self.settings, store, position=self._position)
-        self._next_purge = 0.0
+        self._stop = threading.Event()
+        self._purger = threading.Thread(target=self._purge_loop, name="gbinlog-ha-purge", daemon=True)
         self._directory = Directory(BinlogDir(runner.out, "binlog"), runner.cfg.output)
 
     def _position(self) -> tuple[str, int, str]:
@@ -100,9 +105,8 @@ class HaAgent:
             server.retention_elsewhere = True                # purge rounds: the leader's, followed (purge_round)
             server.dump_gate = self.dump_refusal             # a follower past the lag gate refuses dumps
             server.catch_up_wait = self.catch_up_wait        # … and within it, waits for what it lacks
-        if server is not None:
             server.purge_refusal = self.purge_refusal        # PURGE BINARY LOGS: on the leader only
-        self.member.after_tick = self._purge_round
+        self._purger.start()
         self.runner.metrics.registry.register(_HaCollector(self))
         return self
 
@@ -113,13 +117,15 @@ class HaAgent:
         cfg = endpoint.server.config if endpoint is not None else self.runner.cfg.output
         return cfg.expire_logs_seconds > 0 or cfg.max_total_size > 0, getattr(cfg, "retention_interval", 2.0)
 
-    def _purge_round(self) -> list[str]:
+    def _purge_loop(self) -> None:
+        """A purge round every ``retention_interval``, in its own thread: a slow round (the endpoint's
+        loop busy, the store slow) never delays the lease renewals."""
         on, interval = self._retention()
-        now = time.monotonic()
-        if now < self._next_purge:
-            return []
-        self._next_purge = now + interval
-        return purge_round(self.member, self._on_directory, retention_on=on, now=time.time())
+        while not self._stop.wait(interval):
+            try:
+                purge_round(self.member, self._on_directory, retention_on=on, now=time.time())
+            except Exception:  # noqa: BLE001 - a failed round is retried at the next one
+                log.exception("HA purge round failed")
 
     def purge_refusal(self) -> str | None:
         """``PURGE BINARY LOGS`` on a follower: refused (it follows the leader's purges)."""
@@ -139,18 +145,19 @@ class HaAgent:
 
         async def call() -> Any:
             return fn(endpoint.server, *args)
-        return asyncio.run_coroutine_threadsafe(call(), endpoint.loop).result(self.settings.lease_ms / 1000)
+        return asyncio.run_coroutine_threadsafe(call(), endpoint.loop).result(10)
 
     def catch_up_wait(self) -> float:
         """Seconds a new dump asking for data this member has not written yet may wait for it: a
-        follower within the lag gate catches up soon; the leader (and a member outside a group)
-        has everything there is, so such a client is answered at once."""
-        m = self.member
-        if m.role == LEADER or m.view_age() > self.settings.lease_ms / 1000:
-            return 0.0
-        return self.settings.catch_up_ms / 1000
+        follower (the lag gate let the dump in) catches up soon — also one whose view of the store is
+        old, e.g. just resumed after a pause, or while the store is down and every member follows;
+        the leader has everything there is, so such a client is answered at once."""
+        return 0.0 if self.member.role == LEADER else self.settings.catch_up_ms / 1000
 
     def close(self) -> None:
+        self._stop.set()
+        if self._purger.is_alive():
+            self._purger.join(5)
         self.member.close()
 
     def lag(self) -> tuple[str | None, str | None, int, int | None]:

@@ -124,6 +124,7 @@ class LiveRunner:
         self._stalled: set[str] = set()
         self.started = False
         self.ha: Any = None                   # gbinlog.ha.HaAgent with an [ha] config
+        self._retention: Any = None           # dumper.server.retention.Rounds with no endpoint (else it runs them)
 
     # -- start ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -199,6 +200,9 @@ class LiveRunner:
         if cfg.ha.member:
             from gbinlog.ha import HaAgent
             self.ha = HaAgent(self).start()
+        elif self.endpoint is None:   # retention without an endpoint: the status loop runs its rounds
+            from dumper.server.retention import Rounds
+            self._retention = Rounds.for_directory(self.out, cfg.output)
         self._status_thread = threading.Thread(target=self._status_loop, name="gbinlog-status", daemon=True)
         self._status_thread.start()
 
@@ -354,6 +358,8 @@ class LiveRunner:
     def _status_loop(self) -> None:
         while not self.stopping.wait(self.status_interval):
             try:
+                if self._retention is not None:
+                    self._retention.due()
                 self._write_status()
             except Exception as exc:  # noqa: BLE001 - status must never stop the service
                 log.warning("status: %s", exc)

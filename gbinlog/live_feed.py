@@ -89,10 +89,12 @@ class DnFeed:
 
     def _run(self) -> None:
         asm, put = self.asm, self._put
+        # A replication source keeps its own position and counters (status reads them there).
+        counted = isinstance(self.source, ReplicationSource)
         try:
             for name, events in self.source.files():
                 self.file = name
-                for txn in asm.feed(name, self._count(name, events)):
+                for txn in asm.feed(name, events if counted else self._count(name, events)):
                     self.txns += 1
                     self.last_tso = vtso_tso(txn.vtso)
                     self.last_tso_at = time.monotonic()

@@ -26,7 +26,7 @@ from dumper.pipeline import (
 from extractor import RestartPoint, extract
 from extractor.members import check_dn_dirs
 from extractor.model import DnTxn
-from extractor.source import NotADnDirectory, dn_binlog_files
+from extractor.source import DirSource, NotADnDirectory, dn_binlog_files
 
 __all__ = ["BuildError", "BuildResult", "DirDn", "DnInput", "Pipeline", "Progress", "Settings", "build",
            "check_output_dir", "run_pipeline"]
@@ -54,6 +54,7 @@ class DirDn:
             total += size
         self._starts = starts
         self.total_bytes = total
+        self.sources: list[DirSource] = []
 
     def server_id(self) -> int | None:
         return dn_server_id(self.directory, self.files[0])
@@ -64,10 +65,15 @@ class DirDn:
             from gbinlog.dn_worker import worker_stream
 
             return worker_stream(self.directory, self.dn_id, storage_seq, restart)
-        if restart is None:
-            return extract(self.directory, dn_id=self.dn_id, storage_seq=storage_seq)
-        return extract(self.directory, dn_id=self.dn_id, storage_seq=storage_seq, start=restart.pos,
-                       state=restart.vtso_state())
+        source = DirSource(self.directory, dn_id=self.dn_id, start_file=restart.file if restart else None,
+                           start_pos=restart.offset if restart else 4)
+        self.sources.append(source)
+        return extract(source, storage_seq=storage_seq, state=restart.vtso_state() if restart else None)
+
+    @property
+    def events_read(self) -> int | None:
+        """DN events read by ``stream`` so far (None with a worker process: counted there)."""
+        return None if self.worker else sum(s.events_read for s in self.sources)
 
     def probe(self, storage_seq: str) -> Iterator[DnTxn]:
         """The DN's first transactions, in this process (a look ahead before a build starts)."""

@@ -164,7 +164,8 @@ def format_status(doc: dict) -> str:
     merge = doc.get("merge") or {}
     if merge.get("watermark"):
         lines.append(f"  merge watermark {merge['watermark']}  DNs merged {', '.join(merge.get('dns', []))}"
-                     + (f"  joined {merge['joined']}" if merge.get("joined") else ""))
+                     + (f"  joined {merge['joined']}" if merge.get("joined") else "")
+                     + (f"  left {merge['left']}" if merge.get("left") else ""))
     for d in doc.get("dns", []):
         state = d.get("state", "?") + ("/STALLED" if d.get("stalled") and d.get("state") != "standby" else "")
         line = f"  DN {d['dn']:<6} {state:<10} {d.get('source', '')}"

@@ -9,7 +9,9 @@ plain endpoint) the answer is MySQL's ERR 1236 at once, as before.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import threading
 import time
 from pathlib import Path
@@ -145,3 +147,102 @@ def test_past_the_bound_or_without_ha_err_1236(full, tmp_path, wait):
     else:
         assert "this member is catching up with the HA leader and waited 0.6 s" in text
         assert 0.6 <= result["error_at"] < 3
+
+
+@pytest.mark.slow
+def test_follower_briefly_behind_keeps_a_gtid_client_waiting_real_members(tmp_path):
+    """Two ``gbinlog run`` members (SQLite lease store) on a live 2-DN cluster. Three times: the
+    follower is SIGSTOPped for 1.5 s once pmr has logged in to it; at SIGCONT pmr asks it
+    (auto-position) for everything the leader has written meanwhile — more than the follower has. The follower (within its lag gate) keeps it
+    waiting, catches up, and serves from exactly the next transaction: no ERR 1236."""
+    from gbinlog.replica import free_port
+    from tests.test_ha_purge import VerboseService
+    from tests.test_ha_run import role_of
+    from tests.test_live_support import REPL_PASSWORD, REPL_USER, Cluster, wait_for, write_config
+
+    cluster = Cluster(tmp_path, "bank", 2, duration=25, tps=100)
+    store = f"sqlite:///{tmp_path / 'ha.db'}"
+    members: dict[str, dict] = {}
+    conn = {"host": "127.0.0.1", "user": REPL_USER, "password": REPL_PASSWORD}
+
+    def executed(port: int) -> tuple[str, int]:
+        with pymysql.connect(**conn, port=port) as c, c.cursor() as cur:
+            cur.execute("SELECT @@gtid_executed")
+            text = cur.fetchone()[0]
+            if not text:
+                return "", 0
+            uuid, span = text.split(":")
+            return uuid, int(span.rsplit("-", 1)[1])
+
+    rounds = []
+    try:
+        for name in ("m1", "m2"):
+            m = {"port": free_port(), "metrics": free_port(), "out": tmp_path / name}
+            cfg = write_config(tmp_path / f"{name}.toml", m["out"], cluster, ["dn0", "dn1"], server_port=m["port"],
+                               metrics_port=m["metrics"], extra=f'[ha]\nmember = "{name}"\nlease_ms = 1500\n'
+                                                                f'store = "{store}"\nlag_gate_ms = 3000\n')
+            m["svc"] = VerboseService(cfg, tmp_path / f"{name}.log")
+            m["svc"].start()
+            members[name] = m
+            if name == "m1":
+                wait_for(lambda: role_of(members["m1"]["metrics"]) == 1, 60, "m1 leading")
+        m1, m2 = members["m1"], members["m2"]
+        wait_for(lambda: role_of(m2["metrics"]) == 0, 60, "m2 following")
+        wait_for(lambda: executed(m2["port"])[1] > 50, 60, "the follower writing")
+        for _ in range(3):
+            time.sleep(1.5)
+            result = read_after_falling_behind(conn, m1["port"], m2["port"], m2["svc"].proc.pid, executed)
+            rounds.append(result)
+            have = result["have"]
+            assert "error" not in result, result
+            assert result["gnos"] == list(range(have + 1, have + 6)), result
+        log = m2["svc"].log_text()
+        waits = [ln for ln in log.splitlines() if "waits (this member" in ln or "caught up after" in ln]
+        print(rounds, waits)
+        assert "waits up to 5 s (this member is catching up): it asks for GTIDs past the last written here" in log
+        assert "caught up after" in log
+        for m in members.values():
+            assert m["svc"].terminate() == 0, m["svc"].log_text()[-3000:]
+    finally:
+        for m in members.values():
+            if m["svc"].alive():
+                os.kill(m["svc"].proc.pid, signal.SIGCONT)
+            m["svc"].ensure_stopped()
+        cluster.close()
+
+
+def read_after_falling_behind(conn: dict, leader_port: int, port: int, pid: int, executed) -> dict:
+    """pmr on the follower at ``port``: once its stream connection is logged in, the follower (``pid``)
+    is stopped 1.5 s and the client's auto-position becomes everything the leader has meanwhile
+    (more than the follower has); then the first 5 GTIDs it reads."""
+    result: dict = {"connections": 0}
+    stream: BinLogStreamReader | None = None
+
+    def connect_then_fall_behind(**settings) -> pymysql.connections.Connection:
+        c = pymysql.connect(**settings)
+        result["connections"] += 1
+        if result["connections"] == 1:             # the stream connection (pmr opens its ctl one after)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(1.5)
+                uuid, have = executed(leader_port)
+                result["have"] = have
+                stream.auto_position = f"{uuid}:1-{have}"
+            finally:
+                os.kill(pid, signal.SIGCONT)
+        return c
+
+    uuid, before = executed(leader_port)
+    stream = BinLogStreamReader(connection_settings={**conn, "port": port}, server_id=420, blocking=True,
+                                only_events=[GtidEvent], auto_position=f"{uuid}:1-{before}",
+                                pymysql_wrapper=connect_then_fall_behind)
+    try:
+        for ev in stream:
+            result.setdefault("gnos", []).append(ev.gno)
+            if len(result["gnos"]) == 5:
+                break
+    except pymysql.err.OperationalError as exc:
+        result["error"] = exc.args
+    finally:
+        stream.close()
+    return result

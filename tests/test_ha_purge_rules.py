@@ -141,14 +141,66 @@ def test_fenced_ex_leader_records_and_purges_nothing(store_url, tmp_path):
 
 
 @pytest.mark.parametrize("role", ["leader", "follower"])
-def test_purge_binary_logs_on_a_follower_is_refused(role):
+def test_purge_binary_logs_on_a_follower_is_refused_and_a_follower_waits(role):
     from gbinlog.ha import HaAgent
     agent = HaAgent.__new__(HaAgent)
     agent.settings = HaSettings("m2", "h:2")
     agent.member = type("M", (), {"role": role, "leader": lambda self: {"member": "m1", "address": "h:1"}})()
     refusal = agent.purge_refusal()
+    # and a dump asking for what this member lacks: the leader answers at once, a follower waits
+    assert agent.catch_up_wait() == (0.0 if role == "leader" else 5.0)
     if role == "leader":
         assert refusal is None
     else:
         assert refusal == ("gbinlog HA: this member (m2) is a follower: it purges what the leader purged; run PURGE "
                            "BINARY LOGS on the leader m1 at h:1")
+
+
+def test_rounds_purge_a_directory_no_endpoint_serves(tmp_path):
+    """``gbinlog run`` with ``server.port = 0``: its status loop runs the retention rounds."""
+    from dumper.server.retention import Rounds
+    t = make_dir(tmp_path / "out", 6)
+    assert Rounds.for_directory(t.bdir.path, Retention(0)) is None                  # retention off: no rounds
+    rounds = Rounds.for_directory(t.bdir.path, Retention(2500))
+    assert rounds.due() == [f"binlog.00000{i}" for i in range(1, 5)]             # keeps 2 files of 1000 bytes
+    assert rounds.due() == [] and files(Target(BinlogDir(t.bdir.path, "binlog"), None)) == \
+        ["binlog.000005", "binlog.000006"]
+
+
+def test_purge_binary_logs_logged_and_refused_on_a_follower(tmp_path, caplog):
+    """PURGE BINARY LOGS over the endpoint: each outcome in the session log (ok, denied, an HA
+    follower's refusal naming the leader — ERR 1290 to the client)."""
+    import logging
+
+    import pymysql
+
+    from dumper.server import ServerConfig, start_in_thread
+    from tests.test_server_support import ADMIN, ADMIN_PASSWORD, PASSWORD, USER, USERS
+    t = make_dir(tmp_path / "d", 5)
+    handle = start_in_thread(ServerConfig(dir=t.bdir.path, users=USERS, admins={ADMIN}, port=0))
+    caplog.set_level(logging.INFO, logger="gbinlog.session")
+
+    def purge(user: str, password: str, to: str) -> tuple | None:
+        with pymysql.connect(host="127.0.0.1", port=handle.port, user=user, password=password) as c, \
+                c.cursor() as cur:
+            try:
+                cur.execute(f"PURGE BINARY LOGS TO '{to}'")
+            except pymysql.err.OperationalError as exc:
+                return exc.args
+        return None
+
+    try:
+        assert purge(ADMIN, ADMIN_PASSWORD, "binlog.000002") is None
+        assert purge(USER, PASSWORD, "binlog.000003")[0] == 1227
+        handle.server.purge_refusal = lambda: "gbinlog HA: this member (m2) is a follower: …"
+        assert purge(ADMIN, ADMIN_PASSWORD, "binlog.000004") == (1290, "gbinlog HA: this member (m2) is a follower: …")
+    finally:
+        handle.stop()
+    assert files(t) == ["binlog.00000" + str(i) for i in range(2, 6)]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("PURGE BINARY LOGS TO")]
+    assert len(lines) == 3, lines
+    assert lines[0].startswith(f"PURGE BINARY LOGS TO 'binlog.000002' by user={ADMIN} from=127.0.0.1 conn=")
+    assert lines[0].endswith(": ok")
+    assert lines[1].endswith("ERROR 1227: Access denied; you need (at least one of) the SUPER, BINLOG ADMIN "
+                             "privilege(s) for this operation")
+    assert lines[2].endswith("ERROR 1290: gbinlog HA: this member (m2) is a follower: …")

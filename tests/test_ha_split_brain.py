@@ -1,9 +1,11 @@
-"""Split brain (issue 18, Must show 3): three ``gbinlog run`` members with retention (only the leader
-purges) on a live 4-DN bank cluster and a MariaDB lease store. The leader is SIGSTOPped past its
-lease: a follower becomes leader with the next epoch and purges; the old leader is SIGCONTed: it is
-a follower at once (its fence ran out while it was stopped: never two leaders at any sample) and
-never purges again — its oldest file stays what it was when stopped — while its own copy goes on.
-At the end no member's files diverge: each holds a run of ``gbinlog build``'s files, byte-identical.
+"""Split brain (issue 18, Must show 3): three ``gbinlog run`` members with retention (the leader
+purges and records its horizon, the others follow it) on a live 4-DN bank cluster and a MariaDB
+lease store. The leader is SIGSTOPped past its lease: a follower becomes leader with the next epoch,
+purges and records its horizon under that epoch; the old leader is SIGCONTed: it is a follower at
+once (its fence ran out while it was stopped: never two leaders at any sample), never records a
+horizon again and never purges past the new leader's — it only follows it — while its own copy goes
+on. At the end no member's files diverge: each holds a run of ``gbinlog build``'s files,
+byte-identical.
 """
 
 from __future__ import annotations
@@ -57,6 +59,21 @@ def first_file(out) -> str | None:
         return None
 
 
+def seq(name: str) -> int:
+    return int(name.rsplit(".", 1)[1])
+
+
+def horizon(meta) -> tuple[str, str, int]:
+    keep_from, member, epoch = meta.query("SELECT keep_from, member, epoch FROM gbinlog_ha.gbinlog_ha_purge")[0]
+    return keep_from, member, int(epoch)
+
+
+def within_horizon(meta, out) -> bool:
+    """The member's first file is not past the recorded horizon (read first: the horizon only rises)."""
+    first = first_file(out)
+    return first is None or seq(first) <= seq(horizon(meta)[0] or "binlog.000001")
+
+
 def leaders(members) -> list[str]:
     return [n for n, (_, port, _) in members.items() if role_of(port) == 1]
 
@@ -78,10 +95,11 @@ def test_split_brain_sigstop_sigcont(tmp_path):
         old = wait_for(lambda: (lambda ls: ls[0] if len(ls) == 1 else None)(leaders(members)), 10, "a leader")
         epoch = int(meta.query("SELECT epoch FROM gbinlog_ha.gbinlog_ha_lease")[0][0])
         old_svc, _, old_out = members[old]
-        # the leader purges (retention), the followers keep everything
+        # the leader purges (retention) and records it; the followers purge no further than that
         wait_for(lambda: first_file(old_out) not in (None, "binlog.000001"), 30, "the leader's first purge", 0.2)
         wait_for(lambda: all(first_file(m[2]) for m in members.values()), 30, "every member's first file")
-        assert all(first_file(m[2]) == "binlog.000001" for n, m in members.items() if n != old)
+        assert horizon(meta)[1:] == (old, epoch)
+        assert all(within_horizon(meta, m[2]) for n, m in members.items() if n != old)
 
         os.kill(old_svc.proc.pid, signal.SIGSTOP)
         stopped_pid = old_svc.proc.pid
@@ -93,24 +111,26 @@ def test_split_brain_sigstop_sigcont(tmp_path):
         holder, new_epoch = meta.query("SELECT holder, epoch FROM gbinlog_ha.gbinlog_ha_lease")[0]
         assert (holder, int(new_epoch)) == (new, epoch + 1)
         print(f"old leader {old} stopped; {new} leader (epoch {new_epoch}) after {took:.2f} s")
-        new_out = members[new][2]
-        wait_for(lambda: first_file(new_out) not in (None, "binlog.000001"), 30, "the new leader's first purge", 0.2)
+        wait_for(lambda: horizon(meta)[1:] == (new, epoch + 1), 30, "the new leader's first recorded purge", 0.2)
 
         os.kill(stopped_pid, signal.SIGCONT)
         stopped_pid = None
-        samples = []
+        samples, fenced = [], []
         end = time.monotonic() + 6
         while time.monotonic() < end:
             samples.append(leaders(members))
+            fenced.append((within_horizon(meta, old_out), horizon(meta)[1:]))
             time.sleep(0.05)
         assert samples and all(s == [new] for s in samples), [s for s in samples if s != [new]][:5]
-        assert first_file(old_out) == kept                    # the old leader purged nothing since
+        # the old leader records nothing and purges nothing past the new leader's horizon
+        assert all(f == (True, (new, epoch + 1)) for f in fenced), [f for f in fenced if f != (True, (new, epoch + 1))]
+        print(f"old leader's first file: {kept} when stopped, {first_file(old_out)} now (following the new leader)")
         wait_for(lambda: f"HA member {old}: follower" in old_svc.log_text(), 10, "the step-down log line")
         cluster.wait_done(DURATION + 30)
         time.sleep(3)
         holder, last_epoch = meta.query("SELECT holder, epoch FROM gbinlog_ha.gbinlog_ha_lease")[0]
-        if int(last_epoch) == int(new_epoch):      # the new leader's term still runs: the old one never purged
-            assert first_file(old_out) == kept
+        if int(last_epoch) == int(new_epoch):      # the new leader's term still runs: only it recorded purges
+            assert horizon(meta)[1:] == (new, epoch + 1) and within_horizon(meta, old_out)
         # the old leader first: once the new leader releases the lease on its way out, any member may
         # legitimately take over and purge
         for svc, *_ in sorted(members.values(), key=lambda m: m[0] is not old_svc):

@@ -73,6 +73,9 @@ def test_dn_joins_mid_run_downstream_never_notices(tmp_path):
         wait_for(lambda: replica_checksums(replica, truth) == want, 60, "the replica to apply everything", 0.5)
         st = status(out)
         assert st["merge"]["dns"] == ["dn0", "dn2"] and st["merge"]["left"] == left
+        shown = subprocess.run([sys.executable, "-m", "gbinlog.cli", "status", "--dir", str(out)], cwd=ROOT,
+                               capture_output=True, text=True)
+        assert f"left {left}" in shown.stdout and "DNs merged dn0, dn2" in shown.stdout, shown.stdout
         assert svc.terminate() == 0, svc.log_text()[-3000:]
         state = json.loads((out / "state.json").read_text())
         assert list(state["joined"]) == ["dn2"] and sorted(state["dns"]) == ["dn0", "dn1", "dn2"]

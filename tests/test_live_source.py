@@ -1,5 +1,5 @@
-"""The live DN source (issue 7 Build): a DN read over the replication protocol with
-python-mysql-replication's connection and our own raw-packet handling.
+"""The live DN source (issue 7 Build; issue 14: public APIs only): a DN read over the replication
+protocol by the project's own client (``extractor.replication_client``), events kept raw.
 
 Peers: the project's replication endpoint serving a DN binlog directory (a fixture, and a directory
 the live simulator grows in real time), and a real MariaDB master. What counts: the transactions
@@ -20,6 +20,7 @@ from binlog import read_events
 from dumper.server import ServerConfig, start_in_thread
 from extractor import extract
 from extractor.live_source import LiveSourceError, ReplicationSource
+from extractor.replication_client import ReplicationClient, ServerError
 from simulator.live import LiveSimulation, ServeOptions
 from tests.mariadb import MariaDB
 
@@ -236,3 +237,27 @@ def test_raw_events_from_a_real_mariadb_master(tmp_path):
         assert raw == expect, (name, pos)
     missing = {want[k][4] for k in want if k not in {g[:2] for g in got}}
     assert missing == {160}  # ANNOTATE_ROWS only
+
+
+@pytest.mark.parametrize("plugin", ["mysql_native_password", "caching_sha2_password"])
+def test_own_client_logs_in_with_either_plugin_and_streams_every_file_byte_exact(dn0, plugin):
+    """The endpoint offers mysql_native_password and switches to the user's plugin; for
+    caching_sha2 the first login is the full exchange (RSA with the server's key), the next one the
+    fast path. Then a non-blocking dump from the first file: fake ROTATE + FDE per file and every
+    event byte for byte; a wrong password is ERR 1045."""
+    files = sorted(p.name for p in dn0.glob("mysql-bin.0*"))
+    want = [bytes(e.raw) for f in files for e in read_events(dn0 / f)]
+    cfg = ServerConfig(dir=dn0, users={USER: PASSWORD}, user_plugins={USER: plugin}, poll_interval=0.01)
+    with start_in_thread(cfg) as server:
+        for _ in range(2):
+            c = ReplicationClient("127.0.0.1", server.port, USER, PASSWORD, read_timeout=10)
+            assert c.prepare_dump(server_id=77, heartbeat=0.5) is True   # CRC32 asked for and granted
+            c.dump(files[0], 4, server_id=77, blocking=False)
+            got = list(c.events())
+            c.close()
+            rotates = [e for e in got if e[4] == 4 and e[13:17] == bytes(4)]
+            assert [e[27:-4].decode() for e in rotates] == files
+            assert [e for e in got if e not in rotates] == want and len(want) > 1000
+        with pytest.raises(ServerError) as err:
+            ReplicationClient("127.0.0.1", server.port, USER, "wrong")
+        assert err.value.code == 1045

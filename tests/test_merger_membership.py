@@ -82,3 +82,17 @@ def test_a_stop_ends_between_whole_transactions_when_a_stream_idles():
         out = shape(merge({"dn0": live("dn0", cut), "dn1": stream("dn1")}, should_stop=lambda: stop["now"]))
         assert 0 < len(out) < len(full), cut
         assert out == full[:len(out)], cut                         # a prefix of whole transactions
+
+
+def test_scale_in_dn1_leaves_at_the_instruction_that_drops_it():
+    """The fixture's own scale-in: dn1's groups moved away, then a StorageInstChange lists dn0, dn2
+    (on all three DNs). dn1 leaves after its branch; every later transaction is dn0's and dn2's."""
+    (leave,) = [t.vtso for t in stream("dn0") if storage_change(t) == ["dn0", "dn2"]]
+    m = Membership()
+    out = shape(merge({dn: stream(dn) for dn in DNS}, membership=m))
+    assert m.left == {"dn1": leave} and m.joined == {}
+    instr = next(g for g in out if g[0] == leave)
+    assert instr[1] == "instruction" and instr[2] == ("dn0", "dn1", "dn2")
+    after = [g for g in out if g[0] > leave]
+    assert len(after) > 20 and all("dn1" not in g[2] for g in after)
+    assert {dn for g in after for dn in g[2]} == {"dn0", "dn2"}

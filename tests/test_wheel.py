@@ -44,7 +44,7 @@ def venv(tmp_path_factory) -> Path:
     # built from a copy: setuptools leaves build/ next to the sources it builds
     src = work / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "setup.py"):
         shutil.copy(ROOT / name, src / name)
     for top in {p.split("/")[0] for p in PACKAGES}:
         shutil.copytree(ROOT / top, src / top, ignore=shutil.ignore_patterns("__pycache__"))
@@ -54,6 +54,9 @@ def venv(tmp_path_factory) -> Path:
     for package in PACKAGES:
         assert f"{package}/__init__.py" in names, package
     assert not any(n.startswith("tests/") for n in names)
+    # the compiled kernel, not its sources (binlog.kernel_py is the fallback without a compiler)
+    assert any(re.fullmatch(r"binlog/_kernel\..*\.so", n) for n in names), names
+    assert not any(n.endswith((".pyx", "_kernel.c")) for n in names)
     env_dir = work / "venv"
     run(sys.executable, "-m", "venv", str(env_dir), cwd=work)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(env_dir), "platbase": str(env_dir)}))
@@ -61,9 +64,9 @@ def venv(tmp_path_factory) -> Path:
     py = env_dir / "bin" / "python"
     # dependencies are satisfied through the .pth: pip resolves them without an index
     run(str(py), "-m", "pip", "install", "--no-index", "-q", str(wheel), cwd=work)
-    where = run(str(py), "-c", "import gbinlog, dumper.server, gbinlog.spark_engine; print(gbinlog.__file__)",
-                cwd=work)
-    assert where.strip().startswith(str(env_dir)), where
+    where = run(str(py), "-c", "import gbinlog, dumper.server, gbinlog.spark_engine, binlog.kernel as k; "
+                "print(gbinlog.__file__, k.COMPILED)", cwd=work)
+    assert where.strip().startswith(str(env_dir)) and where.split()[-1] == "True", where
     return env_dir
 
 

@@ -59,7 +59,6 @@ class Member:
         self._last_role = FOLLOWER
         self.view: tuple[LeaseRow, list[MemberRow], int] | None = None   # the store as of the last tick
         self.view_at = 0.0                                                # monotonic time of that tick
-        self.after_tick: Callable[[], None] | None = None    # the lease thread's other work (HA purge rounds)
 
     # -- the state others read ----------------------------------------------------------------------
     @property
@@ -151,11 +150,6 @@ class Member:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.tick()
-            if self.after_tick is not None:
-                try:
-                    self.after_tick()
-                except Exception:  # noqa: BLE001 - never let other work stop the lease thread
-                    log.exception("HA member %s: after the lease tick", self.settings.member)
             self._wake.wait(self.settings.tick_s)
             self._wake.clear()
 

@@ -1,6 +1,6 @@
 """PURGE in an HA group (issue 18): the leader purges, the others follow, through the meta store.
 
-One round (the member's lease thread runs one every ``retention_interval``):
+One round (each member runs one every ``retention_interval``, in its own thread: ``gbinlog.ha``):
 
 1. every member first follows the recorded horizon (``gbinlog_ha_purge``: the leader purged every
    file before ``keep_from``): it purges the same prefix of its own files, by its own retention rules

@@ -24,6 +24,8 @@ import secrets
 from dataclasses import dataclass
 from functools import cached_property
 
+from binlog.wire import xor_with_nonce
+
 NATIVE = "mysql_native_password"
 CACHING_SHA2 = "caching_sha2_password"
 PLUGINS = (NATIVE, CACHING_SHA2)
@@ -193,10 +195,6 @@ def check_sha2_scramble(cached: bytes, nonce: bytes, response: bytes) -> bool:
     mask = hashlib.sha256(cached + nonce).digest()
     stage1 = bytes(a ^ b for a, b in zip(response, mask, strict=True))
     return hmac.compare_digest(hashlib.sha256(stage1).digest(), cached)
-
-
-def xor_with_nonce(data: bytes, nonce: bytes) -> bytes:
-    return bytes(b ^ nonce[i % len(nonce)] for i, b in enumerate(data))
 
 
 class RsaKeys:

@@ -33,7 +33,7 @@ class ServerConfig:
     heartbeat_period: float = 0.0      # default period when the client sets none; 0 = no heartbeats
     poll_interval: float = 0.05
     write_buffer: int = 4 << 20
-    read_chunk: int = 1 << 20
+    read_chunk: int = 256 << 10        # bytes per file read: one framed write; larger chunks cost page faults
     binlog_row_metadata: str = "FULL"
     gtid_mode: str = "OFF"
     handshake_timeout: float = 10.0

@@ -1,7 +1,7 @@
 """COM_BINLOG_DUMP: stream a directory's binlog files to one client (reference §4).
 
-fake ROTATE → the file's FDE (patched when starting past 4) → events verbatim → at the end of an
-older file the next one (fake ROTATE + FDE) → at the end of the newest file EOF (non-blocking) or
+fake ROTATE → the file's FDE (patched when starting past 4) → events verbatim, many packets per
+write (``framing.frame_events``, compiled) → at the end of an older file the next one (fake ROTATE + FDE) → at the end of the newest file EOF (non-blocking) or
 wait for growth, sending HEARTBEAT (27) every ``@master_heartbeat_period`` while idle. Only whole
 events are sent; bad file/position → ERR 1236. Each client has its own task and a bounded write
 buffer (``drain()``), so a slow client only slows itself.
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from binlog.constants import HEADER_LEN, MAX_EVENT_SIZE
 from dumper.server import protocol as p
 from dumper.server.binlogdir import BinlogDirError, Fde, event_at, fake_rotate, heartbeat, patch_fde
+from dumper.server.framing import SPLIT_AT, frame_events
 
 if TYPE_CHECKING:
     from dumper.server.queries import Session
@@ -25,39 +26,7 @@ if TYPE_CHECKING:
 
 BINLOG_DUMP_NON_BLOCK = 0x01
 _DUMP_HEAD = struct.Struct("<IHI")
-_PACKET_HEAD_00 = struct.Struct("<IB")  # packet header + the 0x00 "OK" byte before each event
-_SPLIT_AT = p.MAX_PAYLOAD - 1             # 0x00 + event no longer fits one packet
 _SIZE = struct.Struct("<I")
-
-
-def frame_events(buf: bytes, off: int, seq: int) -> tuple[bytearray, int, int, int]:
-    """Packets (``0x00`` + event, one per event) for the whole events of ``buf`` from ``off``.
-
-    The hot loop of every dump: one size read and two appends per event. It stops at the first event
-    that is incomplete, impossible or too big for one packet, and returns (packets, offset reached,
-    next sequence id, events framed); the caller deals with that event.
-    """
-    unpack_size = _SIZE.unpack_from
-    pack_head = _PACKET_HEAD_00.pack
-    mv = memoryview(buf)
-    out = bytearray()
-    start = off
-    limit = len(buf) - HEADER_LEN
-    n = len(buf)
-    count = 0
-    while off <= limit:
-        size = unpack_size(buf, off + 9)[0]
-        end = off + size
-        if end > n or size < HEADER_LEN or size >= _SPLIT_AT:
-            break
-        out += pack_head((size + 1) | (seq << 24), 0)
-        out += mv[off:end]
-        seq = (seq + 1) & 0xFF
-        off = end
-        count += 1
-    del mv
-    assert off >= start
-    return out, off, seq, count
 
 
 class DumpError(Exception):
@@ -102,6 +71,8 @@ class BinlogDump:
         self.bytes_sent = 0
         self.events_sent = 0
         self.started_at = time.time()
+        self._pending = b""              # bytes of an event not yet complete in the file
+        self._last_sent = time.monotonic()
 
     # -- output ---------------------------------------------------------------------------------------
     def _packet(self, payload: bytes) -> bytes:
@@ -206,44 +177,12 @@ class BinlogDump:
 
         Returns (name, fh, pos) to continue with, or (…, None, …) when the dump is over.
         """
-        chunk_size = self.cfg.read_chunk
-        pending = b""            # bytes of an event not yet complete in the file
-        last_sent = time.monotonic()
+        self._pending = b""
+        self._last_sent = time.monotonic()
         while True:
-            data = fh.read(chunk_size)
+            data = fh.read(self.cfg.read_chunk)
             if data:
-                buf = pending + data if pending else data
-                out, off, self.seq, count = frame_events(buf, 0, self.seq)
-                # The fast loop stops at an incomplete, oversized or impossible event.
-                while off + HEADER_LEN <= len(buf):
-                    size = _SIZE.unpack_from(buf, off + 9)[0]
-                    if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-                        self.position = pos + off
-                        raise DumpError(f"bogus data in log event: impossible event size {size} at "
-                                        f"'{name}' {pos + off}")
-                    if off + size > len(buf):
-                        if size < chunk_size:
-                            break
-                        # A big event: read the rest of it at once.
-                        buf = buf[off:] + fh.read(off + size - len(buf))
-                        pos += off
-                        off = 0
-                        if size > len(buf):
-                            break
-                    if size + 1 >= p.MAX_PAYLOAD:  # split into continuation packets
-                        out += self._event_packet(bytes(buf[off:off + size]))
-                        off += size
-                        count += 1
-                    more, off, self.seq, n = frame_events(buf, off, self.seq)
-                    out += more
-                    count += n
-                pending = buf[off:]
-                pos += off
-                if out:
-                    self.position = pos
-                    self.events_sent += count
-                    await self._send(out)
-                    last_sent = time.monotonic()
+                pos = await self._send_chunk(fh, name, pos, data)
                 continue
             # End of the bytes written so far.
             files = self.bdir.files()
@@ -253,43 +192,85 @@ class BinlogDump:
             if i + 1 < len(files):
                 # A newer file exists, so this one is complete; a last read catches what was written
                 # just before the index changed.
-                data = fh.read(chunk_size)
+                data = fh.read(self.cfg.read_chunk)
                 if data:
                     fh.seek(-len(data), 1)
                     continue
-                if pending:
-                    raise DumpError(f"log file '{name}' ends {len(pending)} bytes into an event at {pos}")
-                nxt = files[i + 1]
-                fde = await self._wait_fde(nxt)
-                try:
-                    new_fh = open(self.bdir.file_path(nxt), "rb")
-                except OSError as exc:
-                    raise DumpError(f"Could not open log file '{nxt}' ({exc.strerror})") from None
-                fh.close()
-                # Fake ROTATE and FDE leave together: never a heartbeat between them (MDEV-29981).
-                out = self._event_packet(fake_rotate(nxt, 4, server_id=self.cfg.server_id,
-                                                     checksum=self.checksum))
-                if fde.raw is not None:
-                    out += self._event_packet(patch_fde(fde.raw, 4))
-                self.checksum = fde.checksum
-                self.file = nxt
-                self.position = fde.end
-                new_fh.seek(fde.end)
-                await self._send(out)
-                return nxt, new_fh, fde.end
+                if self._pending:
+                    raise DumpError(f"log file '{name}' ends {len(self._pending)} bytes into an event at {pos}")
+                return await self._next_file(fh, files[i + 1])
             if self.request.flags & BINLOG_DUMP_NON_BLOCK or self.request.server_id == 0:
                 await self._send(self._packet(p.eof_packet()))
                 return name, None, pos
-            # Newest file, all sent: wait for growth; heartbeat while idle.
-            period = self.heartbeat_period()
-            now = time.monotonic()
-            if period > 0 and now - last_sent >= period:
-                await self._send(self._event_packet(heartbeat(
-                    name, pos, server_id=self.cfg.server_id, checksum=self.checksum)))
-                last_sent = now
-            wait = self.cfg.poll_interval
-            if period > 0:
-                wait = max(0.001, min(wait, last_sent + period - now))
-            await self.server.wait_for_change(wait)
-            if self.bdir.size(name) < pos + len(pending):
-                raise DumpError(f"log file '{name}' was truncated below {pos} while being read")
+            await self._idle(name, pos)
+
+    async def _send_chunk(self, fh, name: str, pos: int, data: bytes) -> int:
+        """Frame and send the whole events of ``pending + data`` (file offset ``pos``); keep the
+        incomplete tail as pending. Returns the file offset of the pending bytes."""
+        buf = self._pending + data if self._pending else data
+        out, off, self.seq, count = frame_events(buf, 0, self.seq)
+        pieces = [out]
+        # The byte loop stops at an incomplete, oversized or impossible event.
+        while off + HEADER_LEN <= len(buf):
+            size = _SIZE.unpack_from(buf, off + 9)[0]
+            if size < HEADER_LEN or size > MAX_EVENT_SIZE:
+                self.position = pos + off
+                raise DumpError(f"bogus data in log event: impossible event size {size} at '{name}' {pos + off}")
+            if off + size > len(buf):
+                if size < self.cfg.read_chunk:
+                    break
+                # A big event: read the rest of it at once.
+                buf = buf[off:] + fh.read(off + size - len(buf))
+                pos += off
+                off = 0
+                if size > len(buf):
+                    break
+            if size >= SPLIT_AT:  # 0x00 + event spans continuation packets
+                pieces.append(self._event_packet(bytes(buf[off:off + size])))
+                off += size
+                count += 1
+            more, off, self.seq, n = frame_events(buf, off, self.seq)
+            pieces.append(more)
+            count += n
+        self._pending = buf[off:]
+        pos += off
+        if count:
+            self.position = pos
+            self.events_sent += count
+            await self._send(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+            self._last_sent = time.monotonic()
+        return pos
+
+    async def _next_file(self, fh, nxt: str):
+        """Leave the finished file for ``nxt``: fake ROTATE + its FDE, then (nxt, its handle, pos)."""
+        fde = await self._wait_fde(nxt)
+        try:
+            new_fh = open(self.bdir.file_path(nxt), "rb")
+        except OSError as exc:
+            raise DumpError(f"Could not open log file '{nxt}' ({exc.strerror})") from None
+        fh.close()
+        # Fake ROTATE and FDE leave together: never a heartbeat between them (MDEV-29981).
+        out = self._event_packet(fake_rotate(nxt, 4, server_id=self.cfg.server_id, checksum=self.checksum))
+        if fde.raw is not None:
+            out += self._event_packet(patch_fde(fde.raw, 4))
+        self.checksum = fde.checksum
+        self.file = nxt
+        self.position = fde.end
+        new_fh.seek(fde.end)
+        await self._send(out)
+        return nxt, new_fh, fde.end
+
+    async def _idle(self, name: str, pos: int) -> None:
+        """Newest file, all sent: wait for growth; a heartbeat every period while idle."""
+        period = self.heartbeat_period()
+        now = time.monotonic()
+        if period > 0 and now - self._last_sent >= period:
+            await self._send(self._event_packet(heartbeat(
+                name, pos, server_id=self.cfg.server_id, checksum=self.checksum)))
+            self._last_sent = now
+        wait = self.cfg.poll_interval
+        if period > 0:
+            wait = max(0.001, min(wait, self._last_sent + period - now))
+        await self.server.wait_for_change(wait)
+        if self.bdir.size(name) < pos + len(self._pending):
+            raise DumpError(f"log file '{name}' was truncated below {pos} while being read")

@@ -43,6 +43,8 @@ from dumper.gtid import (
 )
 from dumper.server.binlogdir import BinlogDir, heartbeat
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+from dumper.server.login import session_log
+from dumper.server.retention import seq_of
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer
@@ -192,13 +194,6 @@ def dump_gtid_request(payload: bytes, gtids: GtidFiles, directory: Path, files: 
     return DumpRequest(found[1], flags & 1, server_id, found[0])
 
 
-def _seq(name: str) -> int:
-    try:
-        return int(name.rsplit(".", 1)[1])
-    except (IndexError, ValueError):
-        return -1
-
-
 def ahead_of(bdir: BinlogDir, req: DumpRequest) -> str | None:
     """Why a file:pos request is past what the directory holds (None: it is not)."""
     files = bdir.files()
@@ -211,7 +206,7 @@ def ahead_of(bdir: BinlogDir, req: DumpRequest) -> str | None:
         size = bdir.size(newest)
         return f"position {req.position} is past the end of '{newest}' ({size} bytes)" if req.position > size else None
     if req.file not in files and req.file.rsplit(".", 1)[0] == newest.rsplit(".", 1)[0] \
-            and _seq(req.file) > _seq(newest):
+            and seq_of(req.file) > seq_of(newest):
         return f"'{req.file}' is not written yet (the newest file is '{newest}')"
     return None
 
@@ -224,21 +219,31 @@ async def dump_request(server: BinlogServer, conn: Any, body: bytes, by_gtid: bo
     bound = wait() if wait is not None else 0.0
     deadline = time.monotonic() + bound
     beat: tuple[BinlogDump, float] | None = None    # (the dump-to-be for its settings, last heartbeat)
+    waited_since: float | None = None
     while True:
         try:
             if by_gtid:
                 if bound > 0 and not server.bdir.files():
                     raise DumpAhead("no binlog file is written yet")
-                return await asyncio.to_thread(dump_gtid_request, body, server.queries.gtid_files, server.bdir.path,
-                                               server.bdir.files())
-            request = DumpRequest.parse(body)
-            if bound > 0 and (why := ahead_of(server.bdir, request)):
-                raise DumpAhead(why)
+                request = await asyncio.to_thread(dump_gtid_request, body, server.queries.gtid_files,
+                                                  server.bdir.path, server.bdir.files())
+            else:
+                request = DumpRequest.parse(body)
+                if bound > 0 and (why := ahead_of(server.bdir, request)):
+                    raise DumpAhead(why)
+            if waited_since is not None:
+                session_log.info("dump conn=%d user=%s caught up after %.2f s", conn.session.conn_id, conn.session.user,
+                                 time.monotonic() - waited_since)
             return request
         except DumpAhead as exc:
             if bound <= 0:
                 raise
             left = deadline - time.monotonic()
+            if waited_since is None:
+                waited_since = time.monotonic()
+                session_log.info("dump conn=%d user=%s waits up to %g s (this member is catching up): %s",
+                                 conn.session.conn_id, conn.session.user, bound,
+                                 "it asks for GTIDs past the last written here" if by_gtid else exc)
             if left <= 0:
                 raise DumpError(f"{exc} (this member is catching up with the HA leader and waited {bound:g} s for "
                                 "it: replicate from the leader, or retry)") from None

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from binlog.lenenc import pack_int, read_packed_int
+from binlog.wire import MAX_PAYLOAD, PACKET_HEADER, error_text, frame  # noqa: F401 - the endpoint's names for them
 
-MAX_PAYLOAD = 0xFFFFFF  # one protocol packet; longer payloads continue in the next packet(s)
 # Commands are small: anything larger than this from a client is refused before it is buffered.
 MAX_COMMAND = 1 << 20
 
@@ -71,7 +71,7 @@ ER_NET_PACKET_TOO_LARGE = 1153
 ER_HANDSHAKE = 1043
 ER_NOT_SUPPORTED = 1235
 
-_HEADER = struct.Struct("<I")
+_HEADER = PACKET_HEADER
 
 
 class ProtocolError(Exception):
@@ -79,25 +79,6 @@ class ProtocolError(Exception):
 
 
 # -- framing ---------------------------------------------------------------------------------------
-
-def frame(payload: bytes | bytearray | memoryview, seq: int) -> tuple[bytes, int]:
-    """Wire bytes of one logical packet (split at 16 MiB - 1) and the next sequence id."""
-    n = len(payload)
-    if n < MAX_PAYLOAD:
-        return _HEADER.pack(n | (seq << 24)) + bytes(payload), (seq + 1) & 0xFF
-    parts = []
-    off = 0
-    while True:
-        chunk = payload[off:off + MAX_PAYLOAD]
-        parts.append(_HEADER.pack(len(chunk) | (seq << 24)))
-        parts.append(bytes(chunk))
-        seq = (seq + 1) & 0xFF
-        off += MAX_PAYLOAD
-        # A payload that is an exact multiple of MAX_PAYLOAD ends with an empty packet.
-        if len(chunk) < MAX_PAYLOAD:
-            break
-    return b"".join(parts), seq
-
 
 async def read_packet(reader: asyncio.StreamReader, limit: int = MAX_COMMAND) -> tuple[bytes, int]:
     """One logical packet (continuations joined) and the sequence id of its last part.
@@ -133,15 +114,6 @@ def ok_packet(*, affected_rows: int = 0, last_insert_id: int = 0, status: int = 
 def err_packet(code: int, message: str, sqlstate: str = "HY000") -> bytes:
     return (b"\xff" + struct.pack("<H", code) + b"#" + sqlstate.encode("ascii")[:5]
             + message.encode("utf-8", "replace")[:1000])
-
-
-def error_text(payload: bytes) -> str:
-    """``ERROR <code>: <message>`` of an ERR payload (for logs)."""
-    if payload[:1] != b"\xff" or len(payload) < 3:
-        return "?"
-    code = struct.unpack_from("<H", payload, 1)[0]
-    msg = payload[9:] if payload[3:4] == b"#" else payload[3:]
-    return f"ERROR {code}: {msg.decode('utf-8', 'replace')}"
 
 
 def eof_packet(status: int = SERVER_STATUS_AUTOCOMMIT, warnings: int = 0) -> bytes:

@@ -12,6 +12,7 @@ ERR 1193.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from dumper.server.show_events import ShowEventsError, show_binlog_events
 from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword, filter_rows
 from dumper.server.variables import ARG_FUNCTIONS, FUNCTIONS, system_variables
 from schema_shaper.filters import like_regex
+
+session_log = logging.getLogger("gbinlog.session")
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer
@@ -482,6 +485,21 @@ class QueryHandler:
 
     # -- PURGE ----------------------------------------------------------------------------------------
     def _purge(self, session: Session, toks, words: list[str], sql: str) -> list[bytes]:
+        """PURGE BINARY LOGS, its outcome in the session log (ok, or the error the client gets)."""
+        outcome = "failed"
+        try:
+            answer = self._purge_files(session, toks, words, sql)
+        except QueryError as exc:
+            outcome = f"ERROR {exc.code}: {exc.message}"
+            raise
+        else:
+            outcome = "ok"
+            return answer
+        finally:
+            session_log.info("%s by user=%s from=%s conn=%d: %s", " ".join(sql.split()), session.user, session.host,
+                             session.conn_id, outcome)
+
+    def _purge_files(self, session: Session, toks, words: list[str], sql: str) -> list[bytes]:
         if len(words) != 4 or words[0] not in ("binary", "master") or words[1] != "logs" \
                 or words[2] not in ("to", "before") or toks[3][0] != "str":
             raise parse_error(sql)

@@ -160,6 +160,34 @@ def follow_once(server: RetentionTarget, horizon: str, leader: str) -> list[str]
     return purge_to(server, horizon, f"the leader's purge ({leader}: every file before '{horizon}')")
 
 
+class Rounds:
+    """Retention rounds for a directory no endpoint serves (``gbinlog run`` with ``server.port = 0``):
+    the caller's periodic loop calls ``due()``; a round runs every ``interval`` seconds."""
+
+    def __init__(self, target: RetentionTarget, interval: float = 2.0) -> None:
+        self.target = target
+        self.interval = interval
+        self._next = 0.0
+
+    @classmethod
+    def for_directory(cls, directory: Any, output: Any) -> Rounds | None:
+        """Rounds over ``directory`` by ``output``'s rules (None when retention is off)."""
+        if not (output.expire_logs_seconds > 0 or output.max_total_size > 0):
+            return None
+        return cls(Directory(BinlogDir(directory, "binlog"), output))
+
+    def due(self) -> list[str]:
+        now = time.monotonic()
+        if now < self._next:
+            return []
+        self._next = now + self.interval
+        try:
+            return purge_once(self.target)
+        except Exception:  # noqa: BLE001 - never let retention stop the caller
+            log.exception("retention round failed")
+            return []
+
+
 async def retention_task(server: RetentionTarget) -> None:
     """Runs while the server does: a round every ``retention_interval`` seconds."""
     cfg = server.config

@@ -48,7 +48,6 @@ COM_BINLOG_DUMP_GTID = 0x1E
 COM_RESET_CONNECTION = 0x1F
 
 _SLOW_QUERY = re.compile(r"\s*show\s+binlog\s+events\b", re.I)
-_PURGE = re.compile(r"\s*purge\b", re.I)
 # Queries up to this size are answered on the event loop (microseconds); longer ones, and SHOW BINLOG
 # EVENTS (reads a file), by the bounded worker threads, so no session's query stalls another's.
 _INLINE_QUERY = 4096
@@ -311,12 +310,7 @@ class BinlogServer:
     async def _query(self, conn: _Connection, payload: bytes) -> None:
         sql = payload[1:].decode("utf-8", "replace")
         if len(payload) <= _INLINE_QUERY and not _SLOW_QUERY.match(sql):
-            answer = self.queries.handle(conn.session, sql)
-            if _PURGE.match(sql):
-                s = conn.session
-                session_log.info("%s by user=%s from=%s conn=%d: %s", " ".join(sql.split()), s.user, s.host,
-                                 s.conn_id, "ok" if answer[0][:1] == b"\0" else p.error_text(answer[0]))
-            conn.send(answer)
+            conn.send(self.queries.handle(conn.session, sql))     # (PURGE logs its outcome: queries)
             return
         await self._in_worker(conn, self.queries.handle, conn.session, sql)
 

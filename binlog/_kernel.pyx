@@ -1,0 +1,183 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The compiled byte loops of the hot path (``binlog.kernel`` picks this or ``binlog.kernel_py``).
+
+Both modules define the same functions with the same results, byte for byte; the tests run both.
+See ``binlog/kernel_py.py`` for what each function does (the pure-Python reference).
+"""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.string cimport memcmp, memcpy
+
+
+cdef extern from "zlib.h":
+    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int length) nogil
+
+
+cdef enum:
+    HEADER_LEN = 19
+    MAX_EVENT_SIZE = 1 << 30
+    FDE = 15
+    # kinds and statement classes: the same numbers as binlog.kernel_py
+    K_QUERY = 2
+    K_GCN = 3
+    Q_OTHER = 2
+    Q_XA_START = 20
+    Q_XA_COMMIT = 21
+    Q_XA_ROLLBACK = 22
+    Q_BEGIN = 23
+    Q_COMMIT = 24
+    # scan's stop reasons
+    ST_MORE = 0
+    ST_FDE = 1
+    ST_BAD_SIZE = 2
+    ST_BAD_CRC = 3
+
+cdef unsigned long CRC_RESIDUE = 0x2144DF1C
+
+
+cdef inline unsigned int u32(const unsigned char *p) noexcept nogil:
+    return p[0] | (p[1] << 8) | (p[2] << 16) | (<unsigned int>p[3] << 24)
+
+
+cdef inline bint starts(const unsigned char *p, Py_ssize_t at, Py_ssize_t size, const char *lit,
+                        Py_ssize_t n) noexcept nogil:
+    return at + n <= size and memcmp(p + at, lit, n) == 0
+
+
+cdef int classify_query(const unsigned char *p, Py_ssize_t size, int query_phl, Py_ssize_t *q_out) noexcept nogil:
+    """The statement class of a QUERY event by its first bytes (0: XA END, dropped)."""
+    if size < HEADER_LEN + 13:
+        return Q_OTHER
+    cdef Py_ssize_t db_len = p[HEADER_LEN + 8]
+    cdef Py_ssize_t status_len = p[HEADER_LEN + 11] | (p[HEADER_LEN + 12] << 8)
+    cdef Py_ssize_t q = HEADER_LEN + query_phl + status_len + db_len + 1
+    q_out[0] = q
+    if q >= size:
+        return Q_OTHER
+    cdef unsigned char c = p[q]
+    if c == 88:  # 'X'
+        if starts(p, q, size, b"XA START", 8):
+            return Q_XA_START
+        if starts(p, q, size, b"XA END", 6):
+            return 0
+        if starts(p, q, size, b"XA COMMIT", 9):
+            return Q_XA_COMMIT
+        if starts(p, q, size, b"XA ROLLBACK", 11):
+            return Q_XA_ROLLBACK
+    elif c == 66:
+        if starts(p, q, size, b"BEGIN", 5):
+            return Q_BEGIN
+    elif c == 67:
+        if starts(p, q, size, b"COMMIT", 6):
+            return Q_COMMIT
+    return Q_OTHER
+
+
+def scan(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
+         Py_ssize_t max_records):
+    cdef const unsigned char[::1] buf = data
+    cdef Py_ssize_t n = buf.shape[0]
+    cdef const unsigned char *base = &buf[0] if n else NULL
+    cdef const unsigned char *p
+    cdef Py_ssize_t size, end, q
+    cdef unsigned int t
+    cdef int k
+    cdef list out = []
+    cdef Py_ssize_t count = 0, walked = 0
+    new_event = make_event.__new__
+    unset = _unset_of(make_event)
+    while off + HEADER_LEN <= n and count < max_records:
+        p = base + off
+        size = u32(p + 9)
+        if size < HEADER_LEN or size > MAX_EVENT_SIZE:
+            return out, off, ST_BAD_SIZE, walked
+        end = off + size
+        if end > n:
+            break
+        t = p[4]
+        if t == FDE:
+            return out, off, ST_FDE, walked
+        if checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
+            return out, off, ST_BAD_CRC, walked
+        k = kinds[t]
+        if k == 0:
+            off = end
+            walked += 1
+            continue
+        q = 0
+        if k == K_GCN:
+            if size <= HEADER_LEN or not (p[HEADER_LEN] & 0x04):
+                off = end
+                walked += 1
+                continue
+        elif k == K_QUERY:
+            k = classify_query(p, size, query_phl, &q)
+            if k == 0:
+                off = end
+                walked += 1
+                continue
+        # Event(pos, h, raw, ctx) without the Python __init__ call: its slots set from here
+        ev = new_event(make_event)
+        ev.pos = off
+        ev.h = (u32(p), t, u32(p + 5), size, u32(p + 13), p[17] | (p[18] << 8))
+        ev.raw = PyBytes_FromStringAndSize(<const char *>p, size)
+        ev.ctx = ctx
+        ev._body = unset
+        out.append((k, ev, q))
+        count += 1
+        walked += 1
+        off = end
+    return out, off, ST_MORE, walked
+
+
+cdef object _unset_of(cls):
+    import sys
+
+    return getattr(sys.modules[cls.__module__], "_UNSET")
+
+
+def frame(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list items):
+    cdef Py_ssize_t total = 0, i, plen, size, at
+    cdef object item, payload
+    cdef unsigned char *o
+    cdef const unsigned char *src
+    cdef unsigned int type_code, flags, crc
+    cdef list payloads = []
+    for item in items:
+        payload = (<tuple>item)[1]
+        if type(payload) is not bytes:
+            payload = bytes(payload)
+        payloads.append(payload)
+        total += HEADER_LEN + 4 + PyBytes_GET_SIZE(payload)
+    at = PyByteArray_GET_SIZE(out)
+    PyByteArray_Resize(out, at + total)
+    o = <unsigned char *>PyByteArray_AS_STRING(out) + at
+    for i in range(len(items)):
+        item = items[i]
+        type_code = (<tuple>item)[0]
+        payload = payloads[i]
+        flags = (<tuple>item)[2] if len(<tuple>item) > 2 else 0
+        plen = PyBytes_GET_SIZE(payload)
+        src = <const unsigned char *>PyBytes_AS_STRING(payload)
+        size = HEADER_LEN + 4 + plen
+        pos += size
+        put32(o, timestamp)
+        o[4] = <unsigned char>type_code
+        put32(o + 5, server_id)
+        put32(o + 9, <unsigned int>size)
+        put32(o + 13, <unsigned int>pos)
+        o[17] = flags & 0xFF
+        o[18] = (flags >> 8) & 0xFF
+        memcpy(o + HEADER_LEN, src, plen)
+        crc = crc32(0, o, <unsigned int>(HEADER_LEN + plen))
+        put32(o + HEADER_LEN + plen, crc)
+        o += size
+    return pos
+
+
+cdef inline void put32(unsigned char *o, unsigned int v) noexcept nogil:
+    o[0] = v & 0xFF
+    o[1] = (v >> 8) & 0xFF
+    o[2] = (v >> 16) & 0xFF
+    o[3] = (v >> 24) & 0xFF

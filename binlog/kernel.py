@@ -1,0 +1,36 @@
+"""The hot path's byte loops: the compiled ``binlog._kernel`` (built by ``pip install`` when a C
+compiler is there) or the pure-Python ``binlog.kernel_py``, which gives the same bytes.
+
+``GBINLOG_PURE_PYTHON=1`` in the environment forces the pure-Python one (the tests run both);
+``COMPILED`` says which one this process uses.
+"""
+
+from __future__ import annotations
+
+import os
+
+from binlog import kernel_py
+
+# the numbers scan's callers see: shared by both implementations
+HEADER_LEN, FDE = kernel_py.HEADER_LEN, kernel_py.FDE
+K_QUERY, K_GCN = kernel_py.K_QUERY, kernel_py.K_GCN
+Q_OTHER, Q_XA_START, Q_XA_COMMIT = kernel_py.Q_OTHER, kernel_py.Q_XA_START, kernel_py.Q_XA_COMMIT
+Q_XA_ROLLBACK, Q_BEGIN, Q_COMMIT = kernel_py.Q_XA_ROLLBACK, kernel_py.Q_BEGIN, kernel_py.Q_COMMIT
+ST_MORE, ST_FDE, ST_BAD_SIZE, ST_BAD_CRC = kernel_py.ST_MORE, kernel_py.ST_FDE, kernel_py.ST_BAD_SIZE, kernel_py.ST_BAD_CRC
+
+
+def _load():
+    if os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0"):
+        return kernel_py, False
+    try:
+        from binlog import _kernel
+    except ImportError:
+        return kernel_py, False
+    return _kernel, True
+
+
+_impl, COMPILED = _load()
+scan = _impl.scan
+frame = _impl.frame
+
+__all__ = ["COMPILED", "frame", "scan"]

@@ -1,0 +1,111 @@
+"""The hot path's byte loops in pure Python: the reference the compiled ``binlog._kernel`` matches
+byte for byte (``binlog.kernel`` picks one; ``GBINLOG_PURE_PYTHON=1`` forces this one).
+
+``scan`` walks the events of a buffer, checks sizes and CRC32s, and hands back only the events a
+caller asked for (``kinds``: a 256-byte table, type code → kind, 0 = skip), each as ``(kind,
+Event, q)``: a GCN (kind ``K_GCN``) only when it carries a commit sequence (flags & 0x04), a QUERY
+(kind ``K_QUERY``) refined to its statement class by the statement's first bytes (``Q_*``; ``XA
+END`` dropped; ``q`` is where the statement starts). It stops before an FDE (the caller reads it
+and goes on with the new format), at a bad event (the caller raises the typed error), after
+``max_records`` records, or at the first event that is not whole.
+
+``frame`` appends whole events — header with a new ``log_pos``, payload, CRC32 — for a list of
+``(type_code, payload[, flags])`` (flags 0 when left out), all with one timestamp and server id: a
+transaction in one call.
+"""
+
+from __future__ import annotations
+
+import struct
+from zlib import crc32
+
+from binlog.writer import put_event
+
+HEADER_LEN = 19
+CRC_RESIDUE = 0x2144DF1C
+MAX_EVENT_SIZE = 1 << 30
+FDE = 15
+K_QUERY, K_GCN = 2, 3
+Q_OTHER, Q_XA_START, Q_XA_COMMIT, Q_XA_ROLLBACK, Q_BEGIN, Q_COMMIT = 2, 20, 21, 22, 23, 24
+ST_MORE, ST_FDE, ST_BAD_SIZE, ST_BAD_CRC = 0, 1, 2, 3
+
+_header = struct.Struct("<IBIIIH")
+_unpack_header = _header.unpack_from
+_db_status = struct.Struct("<B2xH").unpack_from
+
+
+def classify_query(raw: bytes, query_phl: int) -> tuple[int, int]:
+    """(statement class, where the statement starts) of a QUERY event; class 0 = ``XA END``."""
+    if len(raw) < HEADER_LEN + 13:
+        return Q_OTHER, 0
+    db_len, status_len = _db_status(raw, HEADER_LEN + 8)
+    q = HEADER_LEN + query_phl + status_len + db_len + 1
+    if q >= len(raw):
+        return Q_OTHER, q
+    c = raw[q]
+    if c == 88:  # 'X'
+        if raw.startswith(b"XA START", q):
+            return Q_XA_START, q
+        if raw.startswith(b"XA END", q):
+            return 0, q
+        if raw.startswith(b"XA COMMIT", q):
+            return Q_XA_COMMIT, q
+        if raw.startswith(b"XA ROLLBACK", q):
+            return Q_XA_ROLLBACK, q
+    elif c == 66 and raw.startswith(b"BEGIN", q):
+        return Q_BEGIN, q
+    elif c == 67 and raw.startswith(b"COMMIT", q):
+        return Q_COMMIT, q
+    return Q_OTHER, q
+
+
+def scan(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_event, ctx,
+         max_records: int) -> tuple[list, int, int, int]:
+    """``(records, offset reached, ST_*, events walked)``; see the module doc."""
+    n = len(data)
+    out: list = []
+    append = out.append
+    walked = 0
+    while off + HEADER_LEN <= n and len(out) < max_records:
+        h = _unpack_header(data, off)
+        size = h[3]
+        if size < HEADER_LEN or size > MAX_EVENT_SIZE:
+            return out, off, ST_BAD_SIZE, walked
+        end = off + size
+        if end > n:
+            break
+        t = h[1]
+        if t == FDE:
+            return out, off, ST_FDE, walked
+        raw = data[off:end]
+        if checksum and crc32(raw) != CRC_RESIDUE:
+            return out, off, ST_BAD_CRC, walked
+        k = kinds[t]
+        if not k:
+            off = end
+            walked += 1
+            continue
+        q = 0
+        if k == K_GCN:
+            if size <= HEADER_LEN or not raw[HEADER_LEN] & 0x04:
+                off = end
+                walked += 1
+                continue
+        elif k == K_QUERY:
+            k, q = classify_query(raw, query_phl)
+            if not k:
+                off = end
+                walked += 1
+                continue
+        append((k, make_event(off, h, bytes(raw), ctx), q))
+        walked += 1
+        off = end
+    return out, off, ST_MORE, walked
+
+
+def frame(out: bytearray, pos: int, timestamp: int, server_id: int, items: list) -> int:
+    """Append the events ``items`` (``(type_code, payload[, flags])``) starting at file offset ``pos``;
+    returns the end offset (``binlog.writer.put_event`` per item)."""
+    for item in items:
+        pos = put_event(out, pos, timestamp, item[0], server_id, item[1], item[2] if len(item) > 2 else 0)
+    return pos

@@ -1,0 +1,36 @@
+"""The optional compiled kernels: ``binlog._kernel`` (Cython: the build's per-DN scan and
+transaction framing) and ``dumper.server._framing`` (C: the dump's packet framing). Each is built
+when a C compiler (and Cython) is there and skipped with a warning otherwise; the pure-Python
+twins then run and give the same bytes. Everything else is declared in pyproject.toml."""
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class OptionalBuildExt(build_ext):
+    """A failed compile is a warning, not a failed install."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001 - any compiler/toolchain failure
+            self.warn(f"compiled kernels not built ({exc}); the pure-Python ones are used")
+
+    def build_extension(self, ext) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # noqa: BLE001
+            self.warn(f"{ext.name} not built ({exc}); its pure-Python twin is used")
+
+
+def extensions() -> list:
+    framing = [Extension("dumper.server._framing", ["dumper/server/_framing.c"], extra_compile_args=["-O2", "-g0"])]
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        return framing
+    return framing + cythonize([Extension("binlog._kernel", ["binlog/_kernel.pyx"], libraries=["z"],
+                                          extra_compile_args=["-O2", "-g0"])], language_level=3, quiet=True)
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

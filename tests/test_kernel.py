@@ -1,0 +1,197 @@
+"""The compiled kernel (``binlog._kernel``) and its pure-Python twin (``binlog.kernel_py``) give the
+same bytes (issue 17 Must show 1): every fixture built through the compiled scan + frame, through
+the pure-Python ones, and event by event (the path of streams and restarts) gives identical files;
+the two ``scan``s return the same records, stops and offsets on every fixture file, damaged ones
+included; the two ``frame``s the same events."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from binlog import BinlogError, kernel, kernel_py, read_all, read_events
+from binlog.event import Event, FormatContext
+from binlog.reader import BinlogFile
+from extractor import assembler, trace
+from extractor.source import BytesSource, list_binlog_files
+from gbinlog.local_engine import Settings, build, run_pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = sorted(p.parent.name for p in (ROOT / "fixtures").glob("*/truth.json"))
+
+try:
+    from binlog import _kernel
+except ImportError:  # the test below says why it must be there
+    _kernel = None
+
+
+def dn_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("dn"))
+
+
+def test_the_compiled_kernel_is_built_and_used():
+    """``pip install`` (dev.sh) compiles it; without the override this process uses it."""
+    assert _kernel is not None, "binlog._kernel is not built: pip install -e . with Cython and a C compiler"
+    if os.environ.get("GBINLOG_PURE_PYTHON", "") in ("", "0"):
+        assert kernel.COMPILED and kernel.scan is _kernel.scan and kernel.frame is _kernel.frame
+    out = subprocess.run([sys.executable, "-c", "import binlog.kernel as k; print(k.COMPILED)"],
+                         env={**os.environ, "GBINLOG_PURE_PYTHON": "1"}, capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
+
+
+class BytesDn:
+    """A fixture DN read from memory: the assembler's event-by-event path."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory, self.dn_id = directory, directory.name
+        self.files = [(n, (directory / n).read_bytes()) for n in list_binlog_files(directory)]
+
+    def server_id(self) -> int:
+        return int.from_bytes(self.files[0][1][9:13], "little")
+
+    def stream(self, restart, storage_seq, should_stop=None):
+        from extractor import extract
+
+        assert restart is None
+        return extract(BytesSource(self.dn_id, self.files), storage_seq=storage_seq)
+
+
+def output(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name.startswith("binlog.")}
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_compiled_pure_python_and_event_by_event_builds_are_byte_identical(name, tmp_path, monkeypatch):
+    dirs = dn_dirs(ROOT / "fixtures" / name)
+    settings = Settings(max_file_size=256 << 10)
+    result = build(dirs, tmp_path / "compiled", settings=settings)
+    # the closing line's DN events read: every event of every DN file, counted by the scan (a DN that
+    # left, scale-in, is not read past its leave)
+    total = sum(len(read_all(p)) for d in dirs for p in (d / n for n in list_binlog_files(d)))
+    left = json.loads((tmp_path / "compiled" / "state.json").read_text()).get("left")
+    assert result.dn_events == total if not left else 0.5 * total < result.dn_events < total
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "scan", kernel_py.scan)
+        m.setattr(kernel, "frame", kernel_py.frame)
+        build(dirs, tmp_path / "pure", settings=settings)
+    run_pipeline([BytesDn(d) for d in dirs], tmp_path / "events", settings)
+    compiled = output(tmp_path / "compiled")
+    assert len(compiled) >= 2 and sum(map(len, compiled.values())) > 50_000
+    assert output(tmp_path / "pure") == compiled
+    assert output(tmp_path / "events") == compiled
+
+
+def fixture_files() -> list[Path]:
+    return [d / n for name in FIXTURES for d in dn_dirs(ROOT / "fixtures" / name) for n in list_binlog_files(d)]
+
+
+def scan_all(impl, data: bytes, kinds: bytes, batch: int) -> list:
+    """Every scan call over ``data`` from 4, stepping over FDEs: records as plain values, stops."""
+    ctx = FormatContext(source="t")
+    out, off = [], 4
+    while True:
+        recs, off, status, walked = impl.scan(data, off, True, kinds, 13, Event, ctx, batch)
+        out.append([(k, ev.pos, ev.h, ev.raw, q) for k, ev, q in recs])
+        out.append((off, status, walked))
+        if status == kernel_py.ST_FDE:
+            off += int.from_bytes(data[off + 9:off + 13], "little")
+        elif status != kernel_py.ST_MORE or len(recs) < batch:
+            return out
+
+
+def test_scan_gives_the_same_records_and_stops_on_every_fixture_file_and_damaged_copies():
+    assert _kernel is not None
+    rnd = random.Random(17)
+    files = fixture_files()
+    for path in files:
+        data = path.read_bytes()
+        variants = [data, data[:len(data) - 7]]
+        for _ in range(3):  # one flipped byte: a CRC mismatch, an impossible size or a new class
+            bad = bytearray(data)
+            bad[rnd.randrange(4, len(bad))] ^= 1 << rnd.randrange(8)
+            variants.append(bytes(bad))
+        for kinds in (assembler._KINDS, bytes(rnd.randrange(0, 4) for _ in range(256))):
+            for v in variants:
+                batch = rnd.choice([1, 7, 4096])
+                assert scan_all(_kernel, v, kinds, batch) == scan_all(kernel_py, v, kinds, batch), path
+    assert len(files) >= 10
+
+
+def test_scan_classifies_statements_and_drops_xa_end_and_plain_gcns():
+    data = (ROOT / "fixtures" / "bank-4dn" / "dn0" / "mysql-bin.000001").read_bytes()
+    recs = [r for batch in scan_all(kernel, data, assembler._KINDS, 4096)[::2] for r in batch]
+    classes = {k for k, *_ in recs}
+    assert {kernel.Q_XA_START, kernel.Q_XA_COMMIT, kernel.K_GCN} <= classes
+    for k, _pos, h, raw, q in recs:
+        if k == kernel.Q_XA_START:
+            assert raw[q:q + 8] == b"XA START"
+        assert not (h[1] == 2 and raw[q:q + 6] == b"XA END")
+        if h[1] == 105:
+            assert raw[19] & 0x04
+
+
+def test_frame_gives_the_same_events():
+    rnd = random.Random(5)
+    for _ in range(200):
+        items = [(rnd.randrange(256), rnd.randbytes(rnd.randrange(0, 300)), rnd.randrange(1 << 16))
+                 for _ in range(rnd.randrange(0, 12))]
+        items += [(19, bytearray(b"\x01\x02"), 0), (30, memoryview(b"abc"), 0x20)]
+        pos, ts, sid = rnd.randrange(4, 1 << 31), rnd.randrange(1 << 32), rnd.randrange(1 << 32)
+        a, b = bytearray(b"head"), bytearray(b"head")
+        assert _kernel.frame(a, pos, ts, sid, items) == kernel_py.frame(b, pos, ts, sid, items)
+        assert a == b
+
+
+_HINT_PARTS = st.sampled_from(["", "0", "1", "12", "007", " 1", "1 ", "a", "-", "x-1", "bc88-1", "bc-1-2", "bc--3",
+                               "١", "+1", "1.5", "0x1f", "/", "*/", " ", "10.20.0.7"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_HINT_PARTS, max_size=7), st.sampled_from(["/ */", "/*/", " */", "/ */ UPDATE t", "", "*/"]))
+def test_the_hint_fast_path_gives_what_the_general_rules_give(fields, tail):
+    """``parse_hint`` reads the CN's usual form with one regex; any text gives what the general
+    (``LogEventUtil.buildTrace``) rules give."""
+    text = "/*DRDS /" + "/".join(fields) + tail
+    fast = trace.parse_hint(text)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(trace, "_CANONICAL", re.compile(r"(?!)"))
+        assert trace.parse_hint(text) == fast, text
+
+
+def outcome(fn):
+    try:
+        fn()
+    except BinlogError as exc:
+        return type(exc), str(exc)
+    return None
+
+
+def test_a_damaged_file_raises_the_same_typed_error_by_scan_as_by_read_events(tmp_path):
+    """The fast path names the same file, offset and cause as ``read_events`` (flipped bits,
+    truncation, a bad magic, an empty file)."""
+    rnd = random.Random(3)
+    data = (ROOT / "fixtures" / "mixed-2dn" / "dn0" / "mysql-bin.000001").read_bytes()
+    copies = [data[:4 + rnd.randrange(len(data) - 4)] for _ in range(5)] + [b"", b"\xfebi", b"\xfebin" + data[4:]]
+    for _ in range(25):
+        bad = bytearray(data)
+        bad[rnd.randrange(4, len(bad))] ^= 1 << rnd.randrange(8)
+        copies.append(bytes(bad))
+    errors = 0
+    for i, copy in enumerate(copies):
+        path = tmp_path / f"mysql-bin.{i:06d}"
+        path.write_bytes(copy)
+        by_scan = outcome(lambda p=path: [r for batch in BinlogFile(p).records(assembler._KINDS) for r in batch])
+        by_events = outcome(lambda p=path: list(read_events(p)))
+        assert by_scan == by_events, i
+        errors += by_scan is not None
+    assert errors >= 25
