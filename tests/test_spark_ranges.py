@@ -109,10 +109,12 @@ def test_replication_range_reads_a_dn_over_the_protocol_up_to_a_planned_end():
     try:
         dn = {"id": d.name, "host": "127.0.0.1", "port": server.port, "user": "cdc", "password": "pw",
               "server_id": 4_200_077}
-        end = remote_end(dn)
+        conn, end = remote_end(dn)
         names = sorted(p.name for p in d.glob("*.0*"))
         assert end == [names[-1], (d / names[-1]).stat().st_size]
-        assert remote_end(dict(dn, password="wrong")) is None
+        assert remote_end(dn, conn=conn) == (conn, end)           # the connection is kept
+        conn.close()
+        assert remote_end(dict(dn, password="wrong")) == (None, None)
         full = list(extract(d, storage_seq=seqs[d.name]))
         points = [t.restart for t in full if t.restart is not None]
         start, stop = points[len(points) // 3], points[2 * len(points) // 3]

@@ -43,7 +43,7 @@ from tests.test_live_support import (
 pytestmark = pytest.mark.slow
 
 DNS = 3
-DURATION = 20
+DURATION = 30
 
 
 class SparkService:
@@ -111,14 +111,15 @@ def test_spark_streaming_live_bank_kill9_mid_batch_and_replica(tmp_path):
     svc = SparkService(config, tmp_path / "run.log")
     checker = None
     try:
-        # run 1 dies by SIGKILL inside foreachBatch of batch 2, half of it handed on
-        svc.start({"GBINLOG_SPARK_KILL_AT_BATCH": "2"})
+        # run 1 dies by SIGKILL inside foreachBatch of its first batch (the backlog: it always has
+        # data, however slowly the JVM starts on a loaded machine), half of it handed on
+        svc.start({"GBINLOG_SPARK_KILL_AT_BATCH": "0"})
         assert svc.wait(120) == -signal.SIGKILL, svc.log_text()[-3000:]
         assert "kill -9 in the middle of the batch" in svc.log_text()
         ckpt = out / "spark-checkpoint"
-        assert (ckpt / "offsets" / "2").exists() and not (ckpt / "commits" / "2").exists()
+        assert (ckpt / "offsets" / "0").exists() and not (ckpt / "commits" / "0").exists()
         svc.ensure_stopped()
-        # run 2 recovers: the binlog is cut to its last whole transaction, batch 2 is replayed
+        # run 2 recovers: the binlog is cut to its last whole transaction, batch 0 is replayed
         svc.start()
         wait_for(lambda: (out / "binlog.000001").exists(), 60, "the first global binlog file")
         attach(replica, port)
@@ -139,7 +140,7 @@ def test_spark_streaming_live_bank_kill9_mid_batch_and_replica(tmp_path):
         assert svc.terminate() == 0, svc.log_text()[-3000:]
         assert "stopped cleanly" in svc.log_text()
         commits = sorted(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
-        assert 2 in commits and commits[-1] >= 3            # the killed batch was redone, others followed
+        assert 0 in commits and commits[-1] >= 1            # the killed batch was redone, others followed
     finally:
         if checker is not None:
             checker.close()

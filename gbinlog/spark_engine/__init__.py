@@ -6,8 +6,10 @@
   DN transactions out; exact range partitioning keys); ``stream_source``: its streaming reader.
 * ``arrow_codec``: ``DnTxn`` ⇄ Arrow rows, exact round trip.
 * ``ranges``: DN byte ranges (``RangeSource``) and output vtso ranges from cheap TSO samples.
-* ``batch``: ``build(...)`` for ``gbinlog build --engine spark``; ``layout``: the local writer's
-  file boundaries over the range files.
+* ``batch``: ``build(...)`` for ``gbinlog build --engine spark``; ``exchange``: DN transactions
+  handed from extraction tasks to range writers through files (no rows in the JVM); ``shuffle``:
+  the earlier Spark-shuffle exchange, kept to compare; ``layout``: the local writer's file
+  boundaries over the range files.
 * ``streaming``: ``run(config, should_stop)`` / ``SparkLiveRunner`` for ``gbinlog run --engine spark``.
 * ``errors``: typed errors carried across the task boundary.
 

@@ -36,20 +36,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import pyarrow as pa
-
 from gbinlog.spark_engine.datasource import DnSpec, PartSpec, ReadPlan, partition_keys
 from gbinlog.spark_engine.errors import in_task, reraise
-from gbinlog.spark_engine.exchange import HISTORY_KINDS
 from gbinlog.spark_engine.layout import finish_files
 
-SUMMARY = pa.schema([("rng", pa.int32()), ("txns", pa.int64()), ("written", pa.int64()), ("events", pa.int64()),
-                     ("size", pa.int64()), ("first_ts", pa.int64()), ("last_ts", pa.int64()),
-                     ("last_vtso", pa.string()), ("last_written_vtso", pa.string()),
-                     ("first_written_vtso", pa.string()), ("info", pa.string()),
-                     ("sizes", pa.binary()), ("stamps", pa.binary()), ("seconds", pa.float64())])
-SUMMARY_DDL = ", ".join(f"{f.name} {dict(int32='int', int64='long', string='string', double='double', binary='binary')[str(f.type)]}"
-                        for f in SUMMARY)
 TMP_DIR = ".spark-ranges"
 
 
@@ -126,29 +116,6 @@ def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = 
 
 # -- one range (executor) ---------------------------------------------------------------------------
 
-def _dn_streams(table: pa.Table, n_dns: int) -> list[Iterator]:
-    """Per DN, its rows in extraction order, decoded lazily in chunks."""
-    import pyarrow.compute as pc
-
-    from gbinlog.spark_engine.arrow_codec import BodyDecoder, decode_batch
-
-    if table.num_rows:
-        table = table.take(pc.sort_indices(table, [("dn_idx", "ascending"), ("seq", "ascending")]))
-    dn_col = table.column("dn_idx").to_pylist()
-    decoder = BodyDecoder()
-
-    def stream(lo: int, hi: int) -> Iterator:
-        for off in range(lo, hi, 1000):
-            yield from decode_batch(table.slice(off, min(1000, hi - off)), decoder)
-
-    import bisect
-    streams = []
-    for i in range(n_dns):
-        lo, hi = bisect.bisect_left(dn_col, i), bisect.bisect_right(dn_col, i)
-        streams.append(stream(lo, hi))
-    return streams
-
-
 def _count_events(data: bytes) -> int:
     n = off = 0
     while off < len(data):
@@ -159,7 +126,7 @@ def _count_events(data: bytes) -> int:
 
 def render_range(settings: RangeSettings, entries: list, rng: int, streams: list[Iterator]) -> dict:
     """One output range: the DNs' transactions in it (``streams``, per DN in DN order) → merged,
-    shaped, rendered into one range file; returns the ``SUMMARY`` row.
+    shaped, rendered into one range file; returns its summary (``shuffle.SUMMARY``'s fields).
 
     Also reports what the driver needs for state.json and the cluster rule: per DN the newest
     restart point carried and the last vtso, and the broadcast transactions (heartbeats, marks,
@@ -225,18 +192,6 @@ def render_range(settings: RangeSettings, entries: list, rng: int, streams: list
 
 
 @in_task
-def write_range(settings: RangeSettings, history, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow (``exchange=shuffle``): all rows of one output range → ``render_range``."""
-    from pyspark import TaskContext
-
-    rng = TaskContext.get().partitionId()
-    entries = history.value if hasattr(history, "value") else history
-    batches = [b for b in batches if b.num_rows]
-    streams = _dn_streams(pa.Table.from_batches(batches), len(settings.dns)) if batches else []
-    yield pa.RecordBatch.from_pylist([render_range(settings, entries, rng, streams)], schema=SUMMARY)
-
-
-@in_task
 def write_range_files(settings: RangeSettings, plan: ReadPlan, history, rng: int) -> Iterator[dict]:
     """Task (``exchange=files``): output range ``rng`` from the exchange files → ``render_range``."""
     from gbinlog.spark_engine.exchange import range_streams
@@ -247,24 +202,6 @@ def write_range_files(settings: RangeSettings, plan: ReadPlan, history, rng: int
 
 # -- the job (driver) -------------------------------------------------------------------------------
 
-def _read(spark, plan: ReadPlan):
-    from gbinlog.spark_engine.datasource import register
-
-    register(spark)
-    return spark.read.format("dnbinlog").option("plan", plan.to_json()).load()
-
-
-def collect_schema_history(df) -> list:
-    """The marks and physical DDLs of the input, as schema history entries (driver side)."""
-    from pyspark.sql import functions as F
-
-    from gbinlog.spark_engine.arrow_codec import decode_batch
-    from schema_shaper import collect_history
-
-    table = df.where(F.col("kind").isin(*HISTORY_KINDS)).toArrow()
-    return collect_history(decode_batch(table))
-
-
 def default_ranges(dns: Sequence[DnSpec], max_file_size: int, cores: int = 1) -> int:
     """One range per ``max_file_size`` of input (the output is at most about the input's size),
     rounded up to a multiple of the executor cores (``cores``: Spark's default parallelism) so
@@ -272,23 +209,6 @@ def default_ranges(dns: Sequence[DnSpec], max_file_size: int, cores: int = 1) ->
     place anyway (GTIDs are put in then), except for a single range without GTIDs (renamed)."""
     cores = max(1, cores)
     return cores * math.ceil(max(1, math.ceil(input_bytes(dns) / max_file_size)) / cores)
-
-
-def _shuffled_scale_in(df, dns: list[str]) -> dict[str, str]:
-    """``exchange.scale_in`` over the shuffled rows (instructions and each DN's last vtso)."""
-    from pyspark.sql import functions as F
-
-    from extractor.txn_codec import BodyDecoder
-    from gbinlog.spark_engine.arrow_codec import decode_batch
-    from gbinlog.spark_engine.exchange import scale_in
-    from merger.membership import storage_change
-
-    found: dict[str, list] = {}
-    for t in decode_batch(df.where(F.col("kind") == "instruction").toArrow(), BodyDecoder()):
-        if (storage := storage_change(t)) is not None:
-            found.setdefault(t.dn, []).append([t.vtso, storage])
-    lasts = df.groupBy("dn").agg(F.max("vtso").alias("last")).collect()
-    return scale_in([{"dn": r["dn"], "last": r["last"], "instructions": found.get(r["dn"], [])} for r in lasts], dns)
 
 
 def _check_output(out: Path) -> None:
@@ -368,7 +288,9 @@ def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
     t0 = time.perf_counter()
     try:
         if exchange == "shuffle":
-            rows, history = _shuffle_jobs(spark, plan, settings, timings)
+            from gbinlog.spark_engine.shuffle import shuffle_jobs
+
+            rows, history = shuffle_jobs(spark, plan, settings, timings)
         else:
             rows, history = _file_jobs(spark, plan, settings, timings)
     except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error
@@ -403,22 +325,6 @@ def _one_task(fn):
         for i in indexes:
             yield from fn(i)
     return run
-
-
-def _shuffle_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float]) -> tuple[list[dict], list]:
-    from pyspark import StorageLevel
-
-    t0 = time.perf_counter()
-    shuffled = _read(spark, plan).repartition(len(plan.pkeys), "pkey").persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        history = collect_schema_history(shuffled)
-        settings.left = _shuffled_scale_in(shuffled, settings.dns)
-        timings["extract+history"] = time.perf_counter() - t0
-        bc = spark.sparkContext.broadcast(history)
-        rows = shuffled.mapInArrow(partial(write_range, settings, bc), SUMMARY_DDL).toArrow().to_pylist()
-    finally:
-        shuffled.unpersist()
-    return rows, history
 
 
 def _setting(spark, conf: dict[str, str], name: str, default: str | None) -> str | None:

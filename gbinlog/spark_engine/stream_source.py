@@ -88,7 +88,7 @@ class DnBinlogStreamReader(DataSourceStreamReader):
             if d["id"] not in reading:
                 continue
             if "host" in d:
-                end = remote_end(d) or (old.get(d["id"]) or {}).get("end")
+                end = self._remote_end(d) or (old.get(d["id"]) or {}).get("end")
                 if end:
                     ends[d["id"]] = end
                 continue
@@ -97,6 +97,20 @@ class DnBinlogStreamReader(DataSourceStreamReader):
             if names:
                 ends[d["id"]] = [names[-1], (directory / names[-1]).stat().st_size]
         return ends
+
+    def _remote_end(self, dn: dict) -> list | None:
+        """``remote_end`` at most every ``REMOTE_POLL`` seconds per DN, over one kept connection:
+        Spark asks for the latest offset in a loop (every 10 ms when idle), and a login per call
+        would load the DN."""
+        import time
+
+        now = time.monotonic()
+        cache = self.__dict__.setdefault("_remote", {})
+        conn, checked, end = cache.get(dn["id"], (None, 0.0, None))
+        if now - checked >= REMOTE_POLL:
+            conn, end = remote_end(dn, conn=conn)
+            cache[dn["id"]] = (conn, now, end)
+        return end
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         old = (start or {}).get("dns", {})
@@ -139,23 +153,30 @@ def read_stream_part(dn: dict, dn_idx: int, restart: list | None, end: list) -> 
     yield from iter_encoded(txns(), dn_idx)
 
 
-def remote_end(dn: dict, timeout: float = 5.0) -> list | None:
-    """``[last file, its size]`` of a DN over the protocol (``SHOW BINARY LOGS``), None when it does
-    not answer."""
+REMOTE_POLL = 0.1
+
+
+def remote_end(dn: dict, timeout: float = 5.0, conn=None) -> tuple:
+    """``(connection, [last file, its size])`` of a DN over the protocol (``SHOW BINARY LOGS``):
+    on ``conn`` if given and alive, else on a new connection (returned for the next call); the end
+    is None when the DN does not answer (the connection is then closed and None)."""
     import pymysql
 
     try:
-        conn = pymysql.connect(host=dn["host"], port=int(dn["port"]), user=dn.get("user") or "",
-                               password=dn.get("password") or "", connect_timeout=timeout, read_timeout=timeout)
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SHOW BINARY LOGS")
-                rows = cur.fetchall()
-        finally:
-            conn.close()
+        if conn is None:
+            conn = pymysql.connect(host=dn["host"], port=int(dn["port"]), user=dn.get("user") or "",
+                                   password=dn.get("password") or "", connect_timeout=timeout, read_timeout=timeout)
+        with conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            rows = cur.fetchall()
     except (pymysql.err.MySQLError, OSError):
-        return None
-    return [str(rows[-1][0]), int(rows[-1][1])] if rows else None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may fail to close any way
+                pass
+        return None, None
+    return conn, ([str(rows[-1][0]), int(rows[-1][1])] if rows else None)
 
 
 class ReplicationRange(DnSource):
