@@ -119,10 +119,15 @@ def test_sigkill_at_random_moments(setup, tmp_path):
     config = configs["false"]
     # how long a whole run takes here (start-up included): kills are spread over its second half,
     # where the build works (the first half is mostly Python starting and importing)
-    t0 = time.perf_counter()
-    subprocess.run(gbinlog_build(root / "in", tmp_path / "timed", config), check=True, capture_output=True,
-                   cwd=ROOT, timeout=120)
-    t_full = time.perf_counter() - t0
+    # (the faster of two: the first run of a fresh checkout also compiles every .pyc, and with the
+    # compiled kernel that start-up is most of a run, so it alone would time the later runs too long)
+    timings = []
+    for i in range(2):
+        t0 = time.perf_counter()
+        subprocess.run(gbinlog_build(root / "in", tmp_path / f"timed{i}", config), check=True,
+                       capture_output=True, cwd=ROOT, timeout=120)
+        timings.append(time.perf_counter() - t0)
+    t_full = min(timings)
     rng = random.Random(11)
     landed = 0
     outs = 0
