@@ -43,7 +43,7 @@ from tests.test_live_support import (
 pytestmark = pytest.mark.slow
 
 DNS = 3
-DURATION = 30
+DURATION = 40   # the replica is sampled while the cluster runs: long enough on a loaded machine
 
 
 class SparkService:
