@@ -13,8 +13,6 @@ files gives, and every member's files are byte-identical to that build.
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 import threading
 import time
 
@@ -26,11 +24,10 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from dumper.server import ServerConfig, start_in_thread
 from gbinlog.replica import free_port
 from tests.mariadb import MariaDB
-from tests.test_ha_run import files_of, role_of
+from tests.test_ha_run import assert_same_files, batch_build_files, files_of, role_of
 from tests.test_live_support import (
     REPL_PASSWORD,
     REPL_USER,
-    ROOT,
     Cluster,
     Service,
     attach,
@@ -212,16 +209,9 @@ def test_ten_leader_kills_nothing_lost_or_repeated(tmp_path):
         meta.stop()
         replica.stop()
     batch = tmp_path / "batch"
-    dn_args = [a for d in DNS for a in ("--dn", str(cluster.dir / d))]
-    built = subprocess.run([sys.executable, "-m", "gbinlog.cli", "build", *dn_args, "--out", str(batch),
-                            "--max-file-size", "256KB", "--no-progress"], cwd=ROOT, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    want_files = files_of(batch)
+    want_files = batch_build_files([cluster.dir / d for d in DNS], batch)
     for n in MEMBERS:
-        got = files_of(members[n]["out"])
-        assert list(got) == list(want_files), n
-        for f in want_files:
-            assert got[f] == want_files[f], (n, f)
+        assert_same_files(files_of(members[n]["out"]), want_files, n)
     users = {REPL_USER: REPL_PASSWORD}
     with start_in_thread(ServerConfig(dir=batch, users=users)) as h:
         reference = read_all_txns(h.port)

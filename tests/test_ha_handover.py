@@ -23,7 +23,7 @@ import pytest
 
 from gbinlog.replica import free_port
 from tests.mariadb import MariaDB
-from tests.test_ha_run import files_of, position, role_of
+from tests.test_ha_run import assert_same_files, batch_build_files, files_of, position, role_of
 from tests.test_live_support import (
     ROOT,
     Cluster,
@@ -164,13 +164,6 @@ def test_step_down_and_store_outage(tmp_path):
         meta.stop()
         replica.stop()
     batch = tmp_path / "batch"
-    dn_args = [a for d in DNS for a in ("--dn", str(cluster.dir / d))]
-    built = subprocess.run([sys.executable, "-m", "gbinlog.cli", "build", *dn_args, "--out", str(batch),
-                            "--max-file-size", "256KB", "--no-progress"], cwd=ROOT, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    want_files = files_of(batch)
+    want_files = batch_build_files([cluster.dir / d for d in DNS], batch)
     for n in MEMBERS:
-        got = files_of(members[n]["out"])
-        assert list(got) == list(want_files), n
-        for f in want_files:
-            assert got[f] == want_files[f], (n, f)
+        assert_same_files(files_of(members[n]["out"]), want_files, n)

@@ -33,6 +33,22 @@ def files_of(d) -> dict[str, bytes]:
     return {n: (d / n).read_bytes() for n in names}
 
 
+def batch_build_files(dn_dirs: list, out, max_file_size: str = "256KB") -> dict[str, bytes]:
+    """The files of a `gbinlog build` of the DN directories: what every member must hold."""
+    dn_args = [a for d in dn_dirs for a in ("--dn", str(d))]
+    built = subprocess.run([sys.executable, "-m", "gbinlog.cli", "build", *dn_args, "--out", str(out),
+                            "--max-file-size", max_file_size, "--no-progress"], cwd=ROOT, capture_output=True,
+                           text=True)
+    assert built.returncode == 0, built.stderr
+    return files_of(out)
+
+
+def assert_same_files(got: dict[str, bytes], want: dict[str, bytes], member: str) -> None:
+    assert list(got) == list(want), member
+    for f in want:
+        assert got[f] == want[f], (member, f)
+
+
 def role_of(metrics_port: int) -> int | None:
     """gbinlog_ha_role from the member's /metrics (None if it does not answer)."""
     try:
@@ -111,15 +127,7 @@ def test_three_members_one_leader_identical_files(tmp_path):
             svc.ensure_stopped()
         cluster.close()
         meta.stop()
-    batch = tmp_path / "batch"
-    dn_args = [a for d in DNS for a in ("--dn", str(cluster.dir / d))]
-    built = subprocess.run([sys.executable, "-m", "gbinlog.cli", "build", *dn_args, "--out", str(batch),
-                            "--max-file-size", "256KB", "--no-progress"], cwd=ROOT, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    want = files_of(batch)
+    want = batch_build_files([cluster.dir / d for d in DNS], tmp_path / "batch")
     assert len(want) > 1
     for name in MEMBERS:
-        got = files_of(tmp_path / name)
-        assert list(got) == list(want), name
-        for f in want:
-            assert got[f] == want[f], (name, f)
+        assert_same_files(files_of(tmp_path / name), want, name)

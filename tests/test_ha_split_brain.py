@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from gbinlog.replica import free_port
 from tests.mariadb import MariaDB
-from tests.test_ha_run import files_of, role_of
+from tests.test_ha_run import batch_build_files, files_of, role_of
 from tests.test_live_support import (
     DN_PASSWORD,
     DN_USER,
     REPL_PASSWORD,
     REPL_USER,
-    ROOT,
     Cluster,
     Service,
     wait_for,
@@ -142,12 +139,7 @@ def test_split_brain_sigstop_sigcont(tmp_path):
             svc.ensure_stopped()
         cluster.close()
         meta.stop()
-    batch = tmp_path / "batch"
-    dn_args = [a for d in DNS for a in ("--dn", str(cluster.dir / d))]
-    built = subprocess.run([sys.executable, "-m", "gbinlog.cli", "build", *dn_args, "--out", str(batch),
-                            "--max-file-size", "16KB", "--no-progress"], cwd=ROOT, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    want = files_of(batch)
+    want = batch_build_files([cluster.dir / d for d in DNS], tmp_path / "batch", "16KB")
     names = list(want)
     for name in MEMBERS:
         got = files_of(tmp_path / name)
