@@ -82,6 +82,7 @@ def test_compiled_pure_python_and_event_by_event_builds_are_byte_identical(name,
     assert result.dn_events == total if not left else 0.5 * total < result.dn_events < total
     with monkeypatch.context() as m:
         m.setattr(kernel, "scan", kernel_py.scan)
+        m.setattr(kernel, "scan_txns", kernel_py.scan_txns)
         m.setattr(kernel, "frame", kernel_py.frame)
         build(dirs, tmp_path / "pure", settings=settings)
     run_pipeline([BytesDn(d) for d in dirs], tmp_path / "events", settings)
