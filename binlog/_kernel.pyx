@@ -8,6 +8,8 @@ See ``binlog/kernel_py.py`` for what each function does (the pure-Python referen
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeLatin1, PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_Compare
+from libc.stdio cimport snprintf
 from libc.string cimport memchr, memcmp, memcpy
 
 
@@ -176,7 +178,7 @@ cdef class _Walk:
     cdef const unsigned char *kinds
     cdef int query_phl
     cdef Py_ssize_t walked
-    cdef int k
+    cdef int k, tid_len
     cdef Py_ssize_t q, size
 
     cdef Py_ssize_t next_record(self, Py_ssize_t off) noexcept:
@@ -358,14 +360,67 @@ cdef inline object new_ev(object new_event, object make_event, object unset, obj
     return ev
 
 
+cdef inline bint ascii_ieq(const unsigned char *p, Py_ssize_t n, const char *lit, Py_ssize_t m) noexcept nogil:
+    """``p[:n].lower() == lit`` for ASCII ``p`` (``lit`` lower-case)."""
+    cdef Py_ssize_t i
+    cdef unsigned char c
+    if n != m:
+        return False
+    for i in range(n):
+        c = p[i]
+        if 65 <= c <= 90:
+            c += 32
+        if c != <unsigned char>lit[i]:
+            return False
+    return True
+
+
+cdef object table_names(const unsigned char *p, Py_ssize_t e, int tid_len):
+    """``(db, table)`` of a TABLE_MAP ``p[:e]`` (CRC cut) of a user table (not a ``__cdc__*`` schema,
+    not one of the tables the assembler drops); None for those, for non-ASCII names, for a short event."""
+    cdef Py_ssize_t i = HEADER_LEN + tid_len + 2, db_len, t_len, db_at, t_at
+    if i >= e:
+        return None
+    db_len = p[i]
+    db_at = i + 1
+    i += db_len + 2
+    if i >= e:
+        return None
+    t_len = p[i]
+    t_at = i + 1
+    if t_at + t_len > e:
+        return None
+    for i in range(db_at, db_at + db_len):
+        if p[i] >= 128:
+            return None
+    for i in range(t_at, t_at + t_len):
+        if p[i] >= 128:
+            return None
+    if db_len >= 7 and ascii_ieq(p + db_at, 7, b"__cdc__", 7):
+        return None
+    if (ascii_ieq(p + t_at, t_len, b"__drds_redo_log", 15) or ascii_ieq(p + t_at, t_len, b"polarx_global_trx_log", 21)
+            or ascii_ieq(p + t_at, t_len, b"__drds_global_tx_log", 20)):
+        return None
+    return (PyUnicode_DecodeLatin1(<const char *>p + db_at, db_len, NULL),
+            PyUnicode_DecodeLatin1(<const char *>p + t_at, t_len, NULL))
+
+
+cdef object fake_trace(Py_ssize_t count):
+    """``extractor.trace.fake_trace_id(count)``: the count left-padded to 10 digits, then 10 zeros."""
+    cdef char buf[48]
+    cdef int n = snprintf(buf, sizeof(buf), "%010zd0000000000", count)
+    return PyUnicode_DecodeLatin1(buf, n, NULL)
+
+
 cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, int crc, new_event,
-                       make_event, unset, ctx, Py_ssize_t *end_out, Py_ssize_t *nrec_out):
-    """The K_BRANCH payload ``(start offset, xid, txn_id, bqual hex, archive, blocks)`` of the branch
-    whose XA START is at ``off``, each block ``(trace, server id, hint, rows-query event, table id
-    bytes, [table map, rows…])``; None when the branch is not in the exact common form."""
+                       make_event, unset, ctx, make_block, Py_ssize_t *end_out, Py_ssize_t *nrec_out):
+    """The K_BRANCH payload ``(start offset, xid, txn_id, bqual hex, archive, blocks, last trace id,
+    server id)`` of the branch whose XA START is at ``off``, its blocks made as the assembler makes
+    them (``make_block(trace, db, table, [table map, rows…], hint, rows-query event)``); None when the
+    branch is not in the exact common form (user tables only, traces not going back)."""
     cdef const unsigned char *p = w.base + off
-    cdef Py_ssize_t at, nrec = 1
-    cdef object hint = None
+    cdef Py_ssize_t at, nrec = 1, count = 0
+    cdef object hint = None, last = None, server = None, trace, names
     cdef list blocks = []
     cdef list evs = None
     xid = start_xid(p, q + 8, size - crc)
@@ -383,17 +438,27 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             if evs is None or rq is not None:
                 return None
             evs.append(new_ev(new_event, make_event, unset, ctx, p, at, w.size))
+            count += 1
         elif w.k == K_TABLE_MAP:
-            if w.size < HEADER_LEN + 6:
+            names = table_names(p, w.size - crc, w.tid_len)
+            if names is None:
                 return None
-            tm = new_ev(new_event, make_event, unset, ctx, p, at, w.size)
-            evs = [tm]
-            if rq is None:
-                blocks.append((None, None, None, None, PyBytes_FromStringAndSize(<const char *>p + HEADER_LEN, 6), evs))
+            # the trace id: the hint's, else the previous table map's, else a fake one (§2)
+            if rq is not None:
+                trace = hint[0]
+                if last is not None and PyUnicode_Compare(trace, last) < 0:
+                    return None
+                if hint[1] is not None:
+                    server = hint[1]
+            elif last is not None:
+                trace = last
             else:
-                blocks.append((hint[0], hint[1], hint[2], rq, PyBytes_FromStringAndSize(<const char *>p + HEADER_LEN, 6),
-                               evs))
-                rq = None
+                trace = fake_trace(count)
+            last = trace
+            evs = [new_ev(new_event, make_event, unset, ctx, p, at, w.size)]
+            count += 1
+            blocks.append(make_block(trace, names[0], names[1], evs, hint[2] if rq is not None else None, rq))
+            rq = None
         elif w.k == K_ROWS_QUERY:
             if rq is not None or w.size < HEADER_LEN + 1 + crc:
                 return None
@@ -406,7 +471,7 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
                 return None
             end_out[0] = at + w.size
             nrec_out[0] = nrec
-            return (off,) + xid + (blocks,)
+            return (off,) + xid + (blocks, last, server)
         else:
             return None
         at += w.size
@@ -450,9 +515,10 @@ def xid_of(const unsigned char[::1] raw, Py_ssize_t q, int crc):
 
 
 def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
-              Py_ssize_t max_records):
+              Py_ssize_t max_records, int table_id_len, make_block):
     """``scan`` with the common XA shapes grouped (see above): records ``(K_BRANCH, payload, n)`` and
-    ``(K_TSO_COMMIT, payload, n)`` besides scan's, ``n`` = the plain records a group stands for."""
+    ``(K_TSO_COMMIT, payload, n)`` besides scan's, ``n`` = the plain records a group stands for;
+    ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``make_block`` makes a block."""
     cdef const unsigned char[::1] buf = data
     cdef Py_ssize_t n = buf.shape[0]
     cdef const unsigned char *base = &buf[0] if n else NULL
@@ -464,7 +530,7 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
     cdef list out = []
     cdef Py_ssize_t count = 0, walked = 0
     cdef _Walk w = _Walk()
-    w.base, w.n, w.checksum, w.kinds, w.query_phl = base, n, checksum, &kinds[0], query_phl
+    w.base, w.n, w.checksum, w.kinds, w.query_phl, w.tid_len = base, n, checksum, &kinds[0], query_phl, table_id_len
     new_event = make_event.__new__
     unset = _unset_of(make_event)
     while off + HEADER_LEN <= n and count < max_records:
@@ -507,7 +573,8 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
                 continue
             if k == Q_XA_START:
                 w.walked = 0
-                group = try_branch(w, off, size, q, crc, new_event, make_event, unset, ctx, &g_end, &nrec)
+                group = try_branch(w, off, size, q, crc, new_event, make_event, unset, ctx, make_block, &g_end,
+                                   &nrec)
                 if group is not None:
                     out.append((K_BRANCH, group, nrec))
                     count += 1

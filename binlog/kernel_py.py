@@ -114,7 +114,7 @@ def frame(out: bytearray, pos: int, timestamp: int, server_id: int, items: list)
 
 
 def scan_txns(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_event, ctx,
-              max_records: int) -> tuple[list, int, int, int]:
+              max_records: int, table_id_len: int, make_block) -> tuple[list, int, int, int]:
     """``scan``. The compiled ``scan_txns`` also hands the common XA shapes over whole (``K_BRANCH``,
     ``K_TSO_COMMIT`` records, see ``binlog/_kernel.pyx``); here every event comes alone and the
     assembler's general path handles it, with the same result."""

@@ -151,7 +151,7 @@ class Assembler:
         self.file = file
         self._tables: dict[bytes, tuple[int, str, str, str, str]] = {}
         if isinstance(events, BinlogFile) and events.scannable:
-            records = chain.from_iterable(events.records(_KINDS, grouped=True))
+            records = chain.from_iterable(events.records(_KINDS, grouped=Block))
         elif getattr(events, "scannable", False):
             records = chain.from_iterable(events.records(_KINDS))
         else:
@@ -257,39 +257,23 @@ class Assembler:
 
     # -- the kernel's groups: a whole common XA branch, a GCN + XA COMMIT pair ----------------------
     def _branch(self, b: tuple) -> bool:
-        """``XA START … XA_PREPARE`` of the common form in one call (``binlog.kernel.scan_txns``); False
-        (nothing changed) when this state or the branch needs the event-by-event rules: a transaction
-        open, an ignored XA, a known xid, a new or system / dropped group or table, a trace regression."""
-        start_off, xid, txn_id, bqual, archive, blocks = b
+        """``XA START … XA_PREPARE`` of the common form in one call (``binlog.kernel.scan_txns`` made its
+        blocks, trace ids and all); False (nothing changed) when this state needs the event-by-event
+        rules: a transaction open, an ignored XA, a known xid, a group not seen yet or ignored."""
+        start_off, xid, txn_id, bqual, archive, blocks, last_trace, server_id = b
         if self.cur is not None or self.ignoring or xid in self.by_xid or xid in self.sorter.trans:
             return False
         branch = self._bquals.get(bqual)
         if not branch:
             return False  # first seen (``_start`` files it) or the CDC's single group (ignored)
-        tables = self._tables
-        built = []
-        last = server = None
-        count = 0
-        for trace, srv, hint, rq, key, evs in blocks:
-            named = tables.get(key) or self._table_names(evs[0], key)
-            if named[3].startswith(_SYS_SCHEMA_PREFIX) or named[4] in _DROPPED_TABLES:
-                return False
-            if trace is None:  # no hint: the previous table map's trace, else a fake one (§2)
-                trace = last if last is not None else fake_trace_id(count)
-            else:
-                if last is not None and trace < last:
-                    return False
-                if srv is not None:
-                    server = srv
-            last = trace
-            count += len(evs)
-            built.append(Block(trace, named[1], named[2], evs, hint, rq))
         self.pending_tso, self.pending_at = -1, None
         self.block = self.route = self.next_trace = self.hint_text = self.hint_event = None
         self.sys = False
-        self.last_trace = last
-        txn = DnTxn(TxnKind.DML, self.dn, txn_id, branch, _pos(self.file, start_off), xid=xid, blocks=built,
-                    server_id=server, archive=archive, opened_at=time.monotonic())
+        self.last_trace = last_trace
+        # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query, db,
+        # sql, opened_at, restart), positionally: once per branch
+        txn = DnTxn(TxnKind.DML, self.dn, txn_id, branch, _pos(self.file, start_off), xid, "", None, None, blocks,
+                    server_id, archive, None, None, None, time.monotonic(), None)
         self.sorter.prewrite(xid, txn)
         self.by_xid[xid] = txn
         return True
