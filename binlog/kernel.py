@@ -7,6 +7,7 @@ compiler is there) or the pure-Python ``binlog.kernel_py``, which gives the same
 
 from __future__ import annotations
 
+import importlib
 import os
 
 from binlog import kernel_py
@@ -22,8 +23,24 @@ Q_XA_ROLLBACK, Q_BEGIN, Q_COMMIT = kernel_py.Q_XA_ROLLBACK, kernel_py.Q_BEGIN, k
 ST_MORE, ST_FDE, ST_BAD_SIZE, ST_BAD_CRC = kernel_py.ST_MORE, kernel_py.ST_FDE, kernel_py.ST_BAD_SIZE, kernel_py.ST_BAD_CRC
 
 
+def pure_python() -> bool:
+    """``GBINLOG_PURE_PYTHON=1``: every compiled twin is left aside."""
+    return os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0")
+
+
+def compiled_twin(module: str, name: str):
+    """``module.name`` from a compiled module (another package's, e.g. ``extractor._sort``), or None
+    when it is not built or ``GBINLOG_PURE_PYTHON`` is set: the caller keeps its Python one."""
+    if pure_python():
+        return None
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:
+        return None
+
+
 def _load():
-    if os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0"):
+    if pure_python():
         return kernel_py, False
     try:
         from binlog import _kernel
@@ -37,4 +54,4 @@ scan = _impl.scan
 scan_txns = _impl.scan_txns
 frame = _impl.frame
 
-__all__ = ["COMPILED", "frame", "scan", "scan_txns"]
+__all__ = ["COMPILED", "compiled_twin", "frame", "pure_python", "scan", "scan_txns"]

@@ -13,6 +13,8 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
+from binlog.kernel import compiled_twin
+
 _PREWRITE = 0
 _DONE = 1  # Commit or Rollback
 
@@ -21,7 +23,7 @@ class SorterError(Exception):
     """A sort item that contradicts the items before it (the caller adds the position)."""
 
 
-class Sorter:
+class PySorter:
     """``items`` (sort items in binlog order) + ``wait`` (keys prewritten, not yet committed or
     rolled back) + ``heap`` (committed transactions by vtso) + ``watermark`` (W, monotone).
 
@@ -103,3 +105,7 @@ class Sorter:
 
     def __len__(self) -> int:
         return len(self.trans)
+
+
+# The compiled twin (extractor/_sort.pyx: the same rules, items as a list and a head index) when built.
+Sorter = compiled_twin("extractor._sort", "Sorter") or PySorter
