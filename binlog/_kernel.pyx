@@ -8,9 +8,14 @@ See ``binlog/kernel_py.py`` for what each function does (the pure-Python referen
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeLatin1, PyUnicode_DecodeUTF8
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_Compare
 from libc.stdio cimport snprintf
 from libc.string cimport memchr, memcmp, memcpy
+from time import monotonic
+
+tuple_new = tuple.__new__
 
 
 cdef extern from "zlib.h":
@@ -348,16 +353,75 @@ cdef object canonical_hint(const unsigned char *p, Py_ssize_t e):
             PyUnicode_DecodeUTF8(<const char *>p + b, h_end - b, "surrogateescape"))
 
 
-cdef inline object new_ev(object new_event, object make_event, object unset, object ctx,
-                          const unsigned char *p, Py_ssize_t off, Py_ssize_t size):
-    """Event(pos, h, raw, ctx) without the Python __init__ call: its slots set from here."""
-    ev = new_event(make_event)
-    ev.pos = off
-    ev.h = (u32(p), p[4], u32(p + 5), size, u32(p + 13), p[17] | (p[18] << 8))
-    ev.raw = PyBytes_FromStringAndSize(<const char *>p, size)
-    ev.ctx = ctx
-    ev._body = unset
-    return ev
+# -- objects made without their Python __init__: slots written at their offsets ---------------------
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    object PyType_GenericAlloc(PyTypeObject *tp, Py_ssize_t nitems)
+
+
+cdef class _Slots:
+    """Makes instances of a ``__slots__`` class (``binlog.Event``, the extractor's dataclasses) with
+    every slot set, as its ``__init__`` sets them, without the call (a few times cheaper)."""
+    cdef object cls
+    cdef Py_ssize_t off[24]
+    cdef Py_ssize_t n
+
+    def __init__(self, cls, names):
+        if cls.__new__ is not object.__new__ or len(names) > 24:
+            raise TypeError(f"{cls!r} cannot be made by slot offsets")
+        self.cls, self.n = cls, len(names)
+        for i, name in enumerate(names):
+            d = cls.__dict__.get(name)
+            if type(d).__name__ != "member_descriptor":
+                raise TypeError(f"{cls.__name__}.{name} is not a slot")
+            self.off[i] = (<PyMemberDescrObject *>d).d_member.offset
+
+    cdef object make(self, tuple values):
+        cdef object obj = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)
+        cdef Py_ssize_t i
+        cdef PyObject *v
+        for i in range(self.n):
+            v = <PyObject *>values[i]
+            Py_INCREF(<object>v)
+            (<PyObject **>((<char *><PyObject *>obj) + self.off[i]))[0] = v
+        return obj
+
+
+# the slots each made object gets, by name (every slot of the class: checked when a Maker is made)
+EVENT_SLOTS = ("pos", "h", "raw", "ctx", "_body")
+BLOCK_SLOTS = ("trace_id", "db", "table", "events", "hint", "rows_query")
+TXN_SLOTS = ("kind", "dn", "txn_id", "branch", "start", "xid", "vtso", "end", "tso", "blocks", "server_id", "archive",
+             "query", "db", "sql", "opened_at", "restart")
+
+
+cdef _Slots slots_of(cls, tuple names):
+    if set(names) != set(cls.__slots__):
+        raise TypeError(f"{cls.__name__}'s slots are {cls.__slots__}, the kernel sets {names}")
+    return _Slots(cls, names)
+
+
+cdef class Maker:
+    """How ``scan_txns`` makes what the assembler would for a branch of file ``file`` of DN ``dn``:
+    ``Event``s, ``Block``s and the prepared ``DnTxn`` (kind ``dml``, branch key from ``bquals``, the
+    assembler's bqual hex → branch map; no txn when the bqual is not there yet)."""
+    cdef _Slots event, block, txn
+    cdef object unset, pos_cls, file, dn, dml, ctx
+    cdef dict bquals
+    cdef double now
+
+    def __init__(self, event_cls, block_cls, txn_cls, pos_cls, str file, str dn, dml, dict bquals):
+        self.event = slots_of(event_cls, EVENT_SLOTS)
+        self.block = slots_of(block_cls, BLOCK_SLOTS)
+        self.txn = slots_of(txn_cls, TXN_SLOTS)
+        self.unset = _unset_of(event_cls)
+        self.pos_cls, self.file, self.dn, self.dml, self.bquals = pos_cls, file, dn, dml, bquals
+
+    cdef inline object ev(self, const unsigned char *p, Py_ssize_t off, Py_ssize_t size):
+        return self.event.make((off, (u32(p), p[4], u32(p + 5), size, u32(p + 13), p[17] | (p[18] << 8)),
+                                PyBytes_FromStringAndSize(<const char *>p, size), self.ctx, self.unset))
 
 
 cdef inline bint ascii_ieq(const unsigned char *p, Py_ssize_t n, const char *lit, Py_ssize_t m) noexcept nogil:
@@ -412,12 +476,12 @@ cdef object fake_trace(Py_ssize_t count):
     return PyUnicode_DecodeLatin1(buf, n, NULL)
 
 
-cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, int crc, new_event,
-                       make_event, unset, ctx, make_block, Py_ssize_t *end_out, Py_ssize_t *nrec_out):
-    """The K_BRANCH payload ``(start offset, xid, txn_id, bqual hex, archive, blocks, last trace id,
-    server id)`` of the branch whose XA START is at ``off``, its blocks made as the assembler makes
-    them (``make_block(trace, db, table, [table map, rows…], hint, rows-query event)``); None when the
-    branch is not in the exact common form (user tables only, traces not going back)."""
+cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, int crc, Maker m,
+                       Py_ssize_t *end_out, Py_ssize_t *nrec_out):
+    """The K_BRANCH payload ``(start offset, xid, prepared DnTxn or None, last trace id)`` of the
+    branch whose XA START is at ``off``, made as the assembler makes it (blocks, trace ids, server id;
+    no DnTxn when the bqual's branch key is not in ``m.bquals`` yet); None when the branch is not in
+    the exact common form (user tables only, traces not going back)."""
     cdef const unsigned char *p = w.base + off
     cdef Py_ssize_t at, nrec = 1, count = 0
     cdef object hint = None, last = None, server = None, trace, names
@@ -437,7 +501,7 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
         if w.k == K_ROWS:
             if evs is None or rq is not None:
                 return None
-            evs.append(new_ev(new_event, make_event, unset, ctx, p, at, w.size))
+            evs.append(m.ev(p, at, w.size))
             count += 1
         elif w.k == K_TABLE_MAP:
             names = table_names(p, w.size - crc, w.tid_len)
@@ -455,9 +519,9 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             else:
                 trace = fake_trace(count)
             last = trace
-            evs = [new_ev(new_event, make_event, unset, ctx, p, at, w.size)]
+            evs = [m.ev(p, at, w.size)]
             count += 1
-            blocks.append(make_block(trace, names[0], names[1], evs, hint[2] if rq is not None else None, rq))
+            blocks.append(m.block.make((trace, names[0], names[1], evs, hint[2] if rq is not None else None, rq)))
             rq = None
         elif w.k == K_ROWS_QUERY:
             if rq is not None or w.size < HEADER_LEN + 1 + crc:
@@ -465,13 +529,20 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             hint = canonical_hint(p, w.size - crc)
             if hint is None:
                 return None
-            rq = new_ev(new_event, make_event, unset, ctx, p, at, w.size)
+            rq = m.ev(p, at, w.size)
         elif w.k == K_XA_PREPARE:
             if rq is not None or w.size <= HEADER_LEN or p[HEADER_LEN] != 0:
                 return None
             end_out[0] = at + w.size
             nrec_out[0] = nrec
-            return (off,) + xid + (blocks, last, server)
+            branch = m.bquals.get(xid[2])
+            if branch is None:
+                return (off, xid[0], None, last)
+            # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query,
+            # db, sql, opened_at, restart)
+            return (off, xid[0], m.txn.make((m.dml, m.dn, xid[1], branch, tuple_new(m.pos_cls, (m.file, off)), xid[0],
+                                            "", None, None, blocks, server, xid[3], None, None, None, m.now,
+                                            None)), last)
         else:
             return None
         at += w.size
@@ -515,10 +586,10 @@ def xid_of(const unsigned char[::1] raw, Py_ssize_t q, int crc):
 
 
 def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
-              Py_ssize_t max_records, int table_id_len, make_block):
+              Py_ssize_t max_records, int table_id_len, Maker maker):
     """``scan`` with the common XA shapes grouped (see above): records ``(K_BRANCH, payload, n)`` and
     ``(K_TSO_COMMIT, payload, n)`` besides scan's, ``n`` = the plain records a group stands for;
-    ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``make_block`` makes a block."""
+    ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``maker`` makes the objects."""
     cdef const unsigned char[::1] buf = data
     cdef Py_ssize_t n = buf.shape[0]
     cdef const unsigned char *base = &buf[0] if n else NULL
@@ -531,8 +602,7 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
     cdef Py_ssize_t count = 0, walked = 0
     cdef _Walk w = _Walk()
     w.base, w.n, w.checksum, w.kinds, w.query_phl, w.tid_len = base, n, checksum, &kinds[0], query_phl, table_id_len
-    new_event = make_event.__new__
-    unset = _unset_of(make_event)
+    maker.ctx, maker.now = ctx, monotonic()
     while off + HEADER_LEN <= n and count < max_records:
         p = base + off
         size = u32(p + 9)
@@ -573,15 +643,14 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
                 continue
             if k == Q_XA_START:
                 w.walked = 0
-                group = try_branch(w, off, size, q, crc, new_event, make_event, unset, ctx, make_block, &g_end,
-                                   &nrec)
+                group = try_branch(w, off, size, q, crc, maker, &g_end, &nrec)
                 if group is not None:
                     out.append((K_BRANCH, group, nrec))
                     count += 1
                     walked += 1 + w.walked
                     off = g_end
                     continue
-        out.append((k, new_ev(new_event, make_event, unset, ctx, p, off, size), q))
+        out.append((k, maker.ev(p, off, size), q))
         count += 1
         walked += 1
         off = end

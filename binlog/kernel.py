@@ -52,6 +52,8 @@ def _load():
 _impl, COMPILED = _load()
 scan = _impl.scan
 scan_txns = _impl.scan_txns
+# what scan_txns makes a grouped branch with (compiled only; None: no groups, every event alone)
+Maker = getattr(_impl, "Maker", None)
 frame = _impl.frame
 
-__all__ = ["COMPILED", "compiled_twin", "frame", "pure_python", "scan", "scan_txns"]
+__all__ = ["COMPILED", "Maker", "compiled_twin", "frame", "pure_python", "scan", "scan_txns"]

@@ -225,8 +225,8 @@ class BinlogFile:
     (``binlog.kernel.scan``: the byte loop in C, only the wanted events made ``Event`` objects),
     from position 4 only (``scannable``). ``events`` counts the events read so far either way.
 
-    ``records(kinds, grouped=Block)`` is ``binlog.kernel.scan_txns`` (the assembler's table
-    ``kinds`` and block class): the common XA shapes come as one record each; ``replay(offset, n)`` gives the ``n``
+    ``records(kinds, grouped=maker)`` is ``binlog.kernel.scan_txns`` (the assembler's table
+    ``kinds`` and ``binlog.kernel.Maker``): the common XA shapes come as one record each; ``replay(offset, n)`` gives the ``n``
     plain records a group stands for (while the records are being read)."""
 
     __slots__ = ("path", "start", "name", "events", "_replay")
@@ -248,8 +248,8 @@ class BinlogFile:
     def records(self, kinds: bytes, batch: int = 512, grouped=None) -> Iterator[list[tuple[int, Event, int]]]:
         """Lists of at most ``batch`` ``(kind, Event, q)`` (``binlog.kernel.scan``) for the whole file (512:
         the records in flight stay a few hundred kB per DN); the same checks
-        and typed errors as ``read_events``. ``grouped``: the class that makes a block (the assembler's
-        ``Block``) for ``binlog.kernel.scan_txns``; None = plain records."""
+        and typed errors as ``read_events``. ``grouped``: a ``binlog.kernel.Maker`` for
+        ``binlog.kernel.scan_txns``; None = plain records."""
         source = _source_name(self.path, self.name)
         with open(self.path, "rb") as fh:
             n = os.fstat(fh.fileno()).st_size

@@ -150,8 +150,9 @@ class Assembler:
         """
         self.file = file
         self._tables: dict[bytes, tuple[int, str, str, str, str]] = {}
-        if isinstance(events, BinlogFile) and events.scannable:
-            records = chain.from_iterable(events.records(_KINDS, grouped=Block))
+        if isinstance(events, BinlogFile) and events.scannable and kernel.Maker is not None:
+            maker = kernel.Maker(Event, Block, DnTxn, Pos, file, self.dn, TxnKind.DML, self._bquals)
+            records = chain.from_iterable(events.records(_KINDS, grouped=maker))
         elif getattr(events, "scannable", False):
             records = chain.from_iterable(events.records(_KINDS))
         else:
@@ -257,23 +258,18 @@ class Assembler:
 
     # -- the kernel's groups: a whole common XA branch, a GCN + XA COMMIT pair ----------------------
     def _branch(self, b: tuple) -> bool:
-        """``XA START … XA_PREPARE`` of the common form in one call (``binlog.kernel.scan_txns`` made its
-        blocks, trace ids and all); False (nothing changed) when this state needs the event-by-event
-        rules: a transaction open, an ignored XA, a known xid, a group not seen yet or ignored."""
-        start_off, xid, txn_id, bqual, archive, blocks, last_trace, server_id = b
-        if self.cur is not None or self.ignoring or xid in self.by_xid or xid in self.sorter.trans:
+        """``XA START … XA_PREPARE`` of the common form in one call: ``binlog.kernel.scan_txns`` made the
+        prepared DnTxn, blocks, trace ids and all; False (nothing changed) when this state needs the
+        event-by-event rules: a transaction open, an ignored XA, a known xid, a group not seen yet or
+        ignored (no DnTxn, or its branch key "")."""
+        _start_off, xid, txn, last_trace = b
+        if txn is None or not txn.branch or self.cur is not None or self.ignoring or xid in self.by_xid \
+                or xid in self.sorter.trans:
             return False
-        branch = self._bquals.get(bqual)
-        if not branch:
-            return False  # first seen (``_start`` files it) or the CDC's single group (ignored)
         self.pending_tso, self.pending_at = -1, None
         self.block = self.route = self.next_trace = self.hint_text = self.hint_event = None
         self.sys = False
         self.last_trace = last_trace
-        # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query, db,
-        # sql, opened_at, restart), positionally: once per branch
-        txn = DnTxn(TxnKind.DML, self.dn, txn_id, branch, _pos(self.file, start_off), xid, "", None, None, blocks,
-                    server_id, archive, None, None, None, time.monotonic(), None)
         self.sorter.prewrite(xid, txn)
         self.by_xid[xid] = txn
         return True

@@ -23,6 +23,7 @@ from binlog.event import Event, FormatContext
 from binlog.reader import BinlogFile
 from extractor import assembler, sorter, trace, vtso
 from extractor.source import BytesSource, list_binlog_files
+from extractor.xid import bqual_hex as xid_bqual
 from gbinlog.local_engine import Settings, build, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,27 +204,37 @@ def test_a_damaged_file_raises_the_same_typed_error_by_scan_as_by_read_events(tm
 # -- scan_txns: the common XA shapes in one record each (compiled only) ------------------------------
 def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_records():
     """On the bank fixture nearly every branch comes as K_BRANCH + K_TSO_COMMIT; replaying a group
-    gives exactly the plain records scan gives from its offset."""
-    from extractor.model import Block
+    gives exactly the plain records scan gives from its offset; a known group's branch comes with its
+    prepared DnTxn, its blocks holding the table maps and rows events as read."""
+    from extractor.model import Block, DnTxn, Pos, TxnKind
 
     path = ROOT / "fixtures" / "bank-4dn" / "dn0" / "mysql-bin.000001"
     f = BinlogFile(path)
-    kinds = {}
-    for batch in f.records(assembler._KINDS, grouped=Block):
+    kinds, bquals, made = {}, {}, 0
+    maker = kernel.Maker(Event, Block, DnTxn, Pos, path.name, "dn0", TxnKind.DML, bquals)
+    for batch in f.records(assembler._KINDS, 8, grouped=maker):  # small batches: bquals filled between
         for k, payload, n in batch:
             kinds[k] = kinds.get(k, 0) + 1
-            if k in (kernel.K_BRANCH, kernel.K_TSO_COMMIT):
-                plain = f.replay(payload[0], n)
-                assert [ev.pos for _, ev, _ in plain][0] == payload[0] and len(plain) == n
-                if k == kernel.K_BRANCH:
-                    assert plain[0][0] == kernel.Q_XA_START and plain[-1][1].h[1] == 38
-                    assert [e.raw for b in payload[5] for e in b.events] == [
-                        ev.raw for kk, ev, _ in plain if kk in (assembler._K_TABLE_MAP, assembler._K_ROWS)]
-                else:
-                    assert plain[1][0] == kernel.Q_XA_COMMIT and payload[4] == plain[1][1].raw[
-                        plain[1][2] + 9:-4].decode("latin-1").strip()
-    # the plain ones: heartbeats and other system-table branches, the first branch of each group
-    assert kinds[kernel.K_BRANCH] > 4 * kinds.get(kernel.Q_XA_START, 0) > 0
+            if k not in (kernel.K_BRANCH, kernel.K_TSO_COMMIT):
+                continue
+            plain = f.replay(payload[0], n)
+            assert plain[0][1].pos == payload[0] and len(plain) == n
+            if k == kernel.K_TSO_COMMIT:
+                assert plain[1][0] == kernel.Q_XA_COMMIT
+                assert payload[4] == plain[1][1].raw[plain[1][2] + 9:-4].decode("latin-1").strip()
+                continue
+            assert plain[0][0] == kernel.Q_XA_START and plain[-1][1].h[1] == 38
+            txn = payload[2]
+            if txn is None:  # the group's first branch: the assembler files its branch key
+                bquals[xid_bqual(payload[1])] = "branch"
+                continue
+            made += 1
+            assert (txn.xid, txn.start, txn.branch, txn.vtso, txn.end) == (payload[1], Pos(path.name, payload[0]),
+                                                                            "branch", "", None)
+            assert [(e.pos, e.h, e.raw) for b in txn.blocks for e in b.events] == [
+                (ev.pos, ev.h, ev.raw) for kk, ev, _ in plain if kk in (assembler._K_TABLE_MAP, assembler._K_ROWS)]
+    # the plain ones: heartbeats and other system-table branches
+    assert kinds[kernel.K_BRANCH] > 4 * kinds.get(kernel.Q_XA_START, 0) > 0 and made > 30
     assert kinds[kernel.K_TSO_COMMIT] > 4 * kinds.get(kernel.Q_XA_COMMIT, 1)
 
 
