@@ -548,9 +548,9 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
         at += w.size
 
 
-cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Py_ssize_t *end_out):
-    """The K_TSO_COMMIT payload ``(GCN offset, commit TSO, XA COMMIT offset, its end, xid)`` of the
-    GCN at ``off`` and the XA COMMIT right after it (no Q_LIZARD_COMMIT_GCN); else None."""
+cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Maker m, Py_ssize_t *end_out):
+    """The K_TSO_COMMIT payload ``(GCN offset, commit TSO, Pos after the XA COMMIT, xid)`` of the GCN
+    at ``off`` and the XA COMMIT right after it (no Q_LIZARD_COMMIT_GCN); else None."""
     cdef const unsigned char *p = w.base + off
     cdef const unsigned char *c
     cdef unsigned long long tso
@@ -572,7 +572,7 @@ cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Py
     while b > a and py_space(c[b - 1]):
         b -= 1
     end_out[0] = at + w.size
-    return (off, tso, at, at + w.size, PyUnicode_DecodeLatin1(<const char *>c + a, b - a, NULL))
+    return (off, tso, tuple_new(m.pos_cls, (m.file, at + w.size)), PyUnicode_DecodeLatin1(<const char *>c + a, b - a, NULL))
 
 
 def hint_of(const unsigned char[::1] raw, int crc):
@@ -628,7 +628,7 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
                 walked += 1
                 continue
             w.walked = 0
-            group = try_tso_commit(w, off, size, crc, &g_end)
+            group = try_tso_commit(w, off, size, crc, maker, &g_end)
             if group is not None:
                 out.append((K_TSO_COMMIT, group, 2))
                 count += 1

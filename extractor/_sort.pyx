@@ -94,6 +94,16 @@ cdef class Sorter:
             out.append(trans.pop(key))
         return out
 
+    cpdef list commit_tso(self, key, txn, unsigned long long tso, state):
+        """A TSO commit of ``txn`` (``tso`` > 0), then ``release()``: ``PySorter.commit_tso``."""
+        txn_id = txn.txn_id
+        state.try_set(tso, txn_id)
+        vtso = tso_vtso(tso, txn_id)
+        txn.vtso = vtso
+        txn.tso = tso
+        self.commit(key, vtso)
+        return self.release()
+
     def open_keys(self) -> list:
         return [v for k, v in self.items if k == PREWRITE and v in self.wait]
 
@@ -108,7 +118,7 @@ cdef class Sorter:
         return len(self.trans)
 
 
-def tso_vtso(unsigned long long tso, unsigned long long txn_id) -> str:
+cpdef str tso_vtso(unsigned long long tso, unsigned long long txn_id):
     """``f"{tso:019d}{txn_id:019d}" + 16 zeros``: a TSO transaction's vtso."""
     cdef char buf[80]
     cdef int n = snprintf(buf, sizeof(buf), "%019llu%019llu0000000000000000", tso, txn_id)

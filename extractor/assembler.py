@@ -277,7 +277,7 @@ class Assembler:
     def _tso_commit(self, c: tuple) -> list[DnTxn] | None | bool:
         """A GCN carrying a commit TSO and the XA COMMIT right after it (``scan_txns``): the commit of a
         prepared branch; False (nothing changed) when the event-by-event rules must see them."""
-        _gcn_off, tso, _at, end, xid = c
+        _gcn_off, tso, end, xid = c
         if self.pending_tso >= 0:
             return False
         txn = self.by_xid.pop(xid, None)
@@ -285,7 +285,10 @@ class Assembler:
             return False
         if txn is self.cur:
             self.cur = self.block = None
-        return self._commit(txn, xid, tso if tso > 0 else None, end)
+        if tso <= 0:
+            return self._commit(txn, xid, None, end)
+        txn.end = end
+        return self._released(self.sorter.commit_tso(xid, txn, tso, self.state), end)
 
     # -- commit TSO -------------------------------------------------------------------------------
     def _commit_tso(self, value: int, ev: Event) -> None:
@@ -348,7 +351,7 @@ class Assembler:
         txn = DnTxn(TxnKind.PHYSICAL_DDL, self.dn, 0, self.dn_hash, start, query=ev, db=db, sql=sql,
                     opened_at=time.monotonic())
         self.sorter.prewrite(start, txn)
-        return self._commit(txn, start, None, ev.pos + ev.h[3])
+        return self._commit(txn, start, None, _pos(self.file, ev.pos + ev.h[3]))
 
     def _lizard(self, raw: bytes, crc: int, phl: int) -> None:
         """Q_LIZARD_COMMIT_GCN of an XA COMMIT (DN 8.0 V1, §1.3) is its commit TSO."""
@@ -417,7 +420,7 @@ class Assembler:
         # One phase: a local, non-TSO commit (the CDC avoids disorder against non-TSO txns).
         self.pending_tso, self.pending_at = -1, None
         del self.by_xid[txn.xid]
-        return self._commit(txn, txn.xid, None, ev.pos + ev.h[3])
+        return self._commit(txn, txn.xid, None, _pos(self.file, ev.pos + ev.h[3]))
 
     def _commit_xa(self, ev: Event, xid: str) -> list[DnTxn] | None:
         tso = self._take_tso()
@@ -437,7 +440,7 @@ class Assembler:
             return None
         if txn is self.cur:
             self.cur = self.block = None  # later rows must not land in its last block
-        return self._commit(txn, xid, tso if tso > 0 else None, ev.pos + ev.h[3])
+        return self._commit(txn, xid, tso if tso > 0 else None, _pos(self.file, ev.pos + ev.h[3]))
 
     def _commit_local(self, ev: Event) -> list[DnTxn] | None:
         self.pending_tso, self.pending_at = -1, None  # a non-XA commit is never a TSO transaction
@@ -454,7 +457,7 @@ class Assembler:
         if txn.xid is not None:
             self.by_xid.pop(txn.xid, None)
             key = txn.xid
-        return self._commit(txn, key, None, ev.pos + ev.h[3])
+        return self._commit(txn, key, None, _pos(self.file, ev.pos + ev.h[3]))
 
     def _rollback(self, ev: Event, xid: str) -> list[DnTxn] | None:
         self.pending_tso, self.pending_at = -1, None
@@ -473,8 +476,8 @@ class Assembler:
         self.sorter.rollback(xid, txn.vtso)
         return self._release(txn.end)
 
-    def _commit(self, txn: DnTxn, key, commit_tso: int | None, end: int) -> list[DnTxn] | None:
-        txn.end = _pos(self.file, end)
+    def _commit(self, txn: DnTxn, key, commit_tso: int | None, end: Pos) -> list[DnTxn] | None:
+        txn.end = end
         storage = NO_STORAGE_SEQ if txn.kind in (TxnKind.DDL_MARK, TxnKind.INSTRUCTION) else self.storage_seq
         txn.vtso = vtso_for_commit(self.state, commit_tso, txn.txn_id, storage)
         txn.tso = commit_tso
@@ -482,8 +485,11 @@ class Assembler:
         return self._release(txn.end)
 
     def _release(self, end: Pos) -> list[DnTxn] | None:
+        return self._released(self.sorter.release(), end)
+
+    def _released(self, out: list[DnTxn], end: Pos) -> list[DnTxn] | None:
+        """What a release at ``end`` gives (``out``, from the Sorter) and the quiet point it makes."""
         sorter = self.sorter
-        out = sorter.release()
         if not sorter.wait and not self.ignoring:
             # A quiet point: nothing open, so the Sorter has just released everything (see
             # ``restart_point``); it replaces an older point that no transaction carried yet.

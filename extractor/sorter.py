@@ -14,6 +14,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from binlog.kernel import compiled_twin
+from extractor.vtso import vtso_for_commit
 
 _PREWRITE = 0
 _DONE = 1  # Commit or Rollback
@@ -90,6 +91,14 @@ class PySorter:
             key = heapq.heappop(heap)[2]
             out.append(trans.pop(key))
         return out
+
+    def commit_tso(self, key: Hashable, txn: Any, tso: int, state: Any) -> list[Any]:
+        """The commit of ``txn`` with commit TSO ``tso`` > 0 (its ``vtso`` and ``tso`` set, ``state``, the
+        DN's ``VtsoState``, advanced: ``vtso_for_commit``), then ``release()``; in one call."""
+        txn.vtso = vtso = vtso_for_commit(state, tso, txn.txn_id, "")
+        txn.tso = tso
+        self.commit(key, vtso)
+        return self.release()
 
     def open_keys(self) -> list[Hashable]:
         """Keys prewritten and not yet committed or rolled back, oldest first."""
