@@ -411,6 +411,13 @@ cdef class Maker:
     cdef object unset, pos_cls, file, dn, dml, ctx
     cdef dict bquals
     cdef double now
+    # the timestamp and server id of the last event made, as Python ints: most events repeat them
+    cdef unsigned int ts, sid
+    cdef object ts_obj, sid_obj
+    # user-table names by table id, per file as the assembler's (a DN never maps one id to two
+    # tables while a file lasts): 64 slots by the id's low bits
+    cdef unsigned long long tids[64]
+    cdef list names
 
     def __init__(self, event_cls, block_cls, txn_cls, pos_cls, str file, str dn, dml, dict bquals):
         self.event = slots_of(event_cls, EVENT_SLOTS)
@@ -418,10 +425,30 @@ cdef class Maker:
         self.txn = slots_of(txn_cls, TXN_SLOTS)
         self.unset = _unset_of(event_cls)
         self.pos_cls, self.file, self.dn, self.dml, self.bquals = pos_cls, file, dn, dml, bquals
+        self.ts_obj = self.sid_obj = None
+        self.names = [None] * 64
 
     cdef inline object ev(self, const unsigned char *p, Py_ssize_t off, Py_ssize_t size):
-        return self.event.make((off, (u32(p), p[4], u32(p + 5), size, u32(p + 13), p[17] | (p[18] << 8)),
+        cdef unsigned int ts = u32(p), sid = u32(p + 5)
+        if self.ts_obj is None or ts != self.ts:
+            self.ts, self.ts_obj = ts, ts
+        if self.sid_obj is None or sid != self.sid:
+            self.sid, self.sid_obj = sid, sid
+        return self.event.make((off, (self.ts_obj, p[4], self.sid_obj, size, u32(p + 13), p[17] | (p[18] << 8)),
                                 PyBytes_FromStringAndSize(<const char *>p, size), self.ctx, self.unset))
+
+    cdef inline object table_names(self, const unsigned char *p, Py_ssize_t e, int tid_len):
+        """``table_names`` through the per-file cache (keyed by the 6 bytes after the header)."""
+        cdef unsigned long long tid = <unsigned long long>u32(p + HEADER_LEN) | (
+            <unsigned long long>(p[HEADER_LEN + 4] | (p[HEADER_LEN + 5] << 8)) << 32)
+        cdef Py_ssize_t i = tid & 63
+        if self.tids[i] == tid and self.names[i] is not None:
+            return self.names[i]
+        names = table_names(p, e, tid_len)
+        if names is not None:
+            self.tids[i] = tid
+            self.names[i] = names
+        return names
 
 
 cdef inline bint ascii_ieq(const unsigned char *p, Py_ssize_t n, const char *lit, Py_ssize_t m) noexcept nogil:
@@ -504,7 +531,7 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             evs.append(m.ev(p, at, w.size))
             count += 1
         elif w.k == K_TABLE_MAP:
-            names = table_names(p, w.size - crc, w.tid_len)
+            names = m.table_names(p, w.size - crc, w.tid_len)
             if names is None:
                 return None
             # the trace id: the hint's, else the previous table map's, else a fake one (§2)

@@ -152,7 +152,7 @@ class Assembler:
         self._tables: dict[bytes, tuple[int, str, str, str, str]] = {}
         if isinstance(events, BinlogFile) and events.scannable and kernel.Maker is not None:
             maker = kernel.Maker(Event, Block, DnTxn, Pos, file, self.dn, TxnKind.DML, self._bquals)
-            records = chain.from_iterable(events.records(_KINDS, grouped=maker))
+            records = chain.from_iterable(events.records(_KINDS, 128, grouped=maker))  # 128 groups ≈ 1 k events
         elif getattr(events, "scannable", False):
             records = chain.from_iterable(events.records(_KINDS))
         else:
