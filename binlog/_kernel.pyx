@@ -165,14 +165,25 @@ cdef inline bint py_space(unsigned char c) noexcept nogil:
     return (9 <= c <= 13) or (28 <= c <= 32) or c == 133 or c == 160
 
 
+cdef signed char HEX[256]
+
+
+cdef void _fill_hex() noexcept:
+    cdef int c
+    for c in range(256):
+        HEX[c] = -1
+    for c in range(10):
+        HEX[48 + c] = c
+    for c in range(6):
+        HEX[97 + c] = 10 + c
+        HEX[65 + c] = 10 + c
+
+
+_fill_hex()
+
+
 cdef inline int hexval(unsigned char c) noexcept nogil:
-    if 48 <= c <= 57:
-        return c - 48
-    if 97 <= c <= 102:
-        return c - 87
-    if 65 <= c <= 70:
-        return c - 55
-    return -1
+    return HEX[c]
 
 
 cdef class _Walk:
