@@ -35,7 +35,9 @@ def compiled_twin(module: str, name: str):
         return None
     try:
         return getattr(importlib.import_module(module), name)
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise  # built but broken (an import cycle, a missing dependency): not a silent slow path
         return None
 
 

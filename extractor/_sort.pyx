@@ -7,7 +7,12 @@ from cpython.unicode cimport PyUnicode_DecodeLatin1
 from libc.stdio cimport snprintf
 from heapq import heappop, heappush
 
-from extractor.sorter import SorterError
+
+cdef object sorter_error(str msg):
+    # imported when raised: extractor.sorter and extractor.vtso import this module while loading
+    from extractor.sorter import SorterError
+
+    return SorterError(msg)
 
 cdef enum:
     PREWRITE = 0
@@ -41,14 +46,14 @@ cdef class Sorter:
 
     cpdef prewrite(self, key, txn):
         if key in self.trans:
-            raise SorterError(f"duplicate transaction key {key!r}")
+            raise sorter_error(f"duplicate transaction key {key!r}")
         self.wait.add(key)
         self.trans[key] = txn
         self._items.append((PREWRITE, key))
 
     cpdef commit(self, key, vtso):
         if self.trans.get(key) is None:
-            raise SorterError(f"commit of unknown transaction key {key!r}")
+            raise sorter_error(f"commit of unknown transaction key {key!r}")
         self.wait.discard(key)
         # The counter breaks vtso ties (branches of one txn on one DN) in commit order.
         self._n += 1
@@ -57,7 +62,7 @@ cdef class Sorter:
 
     cpdef rollback(self, key, vtso):
         if self.trans.pop(key, None) is None:
-            raise SorterError(f"rollback of unknown transaction key {key!r}")
+            raise sorter_error(f"rollback of unknown transaction key {key!r}")
         self.wait.discard(key)
         self._items.append((DONE, vtso))
 

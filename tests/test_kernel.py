@@ -44,6 +44,10 @@ def test_the_compiled_kernel_is_built_and_used():
     assert _kernel is not None, "binlog._kernel is not built: pip install -e . with Cython and a C compiler"
     if os.environ.get("GBINLOG_PURE_PYTHON", "") in ("", "0"):
         assert kernel.COMPILED and kernel.scan is _kernel.scan and kernel.frame is _kernel.frame
+        # the grouped scan makes the model's objects by their slots: a field added to DnTxn, Block or
+        # Event must be added to the kernel's lists too (else every event goes alone, slowly)
+        assert assembler.Assembler("dn0")._maker("mysql-bin.000001") is not None
+        assert sorter.Sorter is not sorter.PySorter and vtso.tso_vtso is not vtso.py_tso_vtso
     out = subprocess.run([sys.executable, "-c", "import binlog.kernel as k; print(k.COMPILED)"],
                          env={**os.environ, "GBINLOG_PURE_PYTHON": "1"}, capture_output=True, text=True,
                          check=True, cwd=ROOT)
