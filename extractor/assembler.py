@@ -506,7 +506,8 @@ class Assembler:
             # ``restart_point``); it replaces an older point that no transaction carried yet.
             state = self.state
             self.point = _tuple_new(RestartPoint, (end.file, end.offset, state.tso, state.txn_id, state.seq))
-        elif sorter.items and time.monotonic() - self._last_warn >= self.warn_interval:
+        elif sorter.wait and time.monotonic() - self._last_warn >= self.warn_interval:
+            # (after a release items remain exactly when a prepare is open: ``wait`` says it for free)
             self.warn_held()
         if not out:
             return None
