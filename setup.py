@@ -1,7 +1,7 @@
 """The optional compiled kernels: ``binlog._kernel`` (Cython: the build's per-DN scan and
-transaction framing) and ``dumper.server._framing`` (C: the dump's packet framing). Each is built
-when a C compiler (and Cython) is there and skipped with a warning otherwise; the pure-Python
-twins then run and give the same bytes. Everything else is declared in pyproject.toml."""
+transaction framing), ``dumper.server._framing`` (C: the dump's packet framing) and ``binlog._wire``
+(C: the live DN client's unframing). Each is built when a C compiler (and Cython) is there and
+skipped with a warning otherwise; the pure-Python twins then run and give the same bytes. Everything else is declared in pyproject.toml."""
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -24,7 +24,8 @@ class OptionalBuildExt(build_ext):
 
 
 def extensions() -> list:
-    framing = [Extension("dumper.server._framing", ["dumper/server/_framing.c"], extra_compile_args=["-O2", "-g0"])]
+    framing = [Extension("dumper.server._framing", ["dumper/server/_framing.c"], extra_compile_args=["-O2", "-g0"]),
+               Extension("binlog._wire", ["binlog/_wire.c"], extra_compile_args=["-O2", "-g0"])]
     try:
         from Cython.Build import cythonize
     except ImportError:
