@@ -72,7 +72,8 @@ class ReplicationSource(DnSource):
     """DN ``dn_id`` read over the replication protocol from ``start_file``:``start_pos``.
 
     ``start_file=None`` starts at the first file the server lists. ``should_stop()`` is checked
-    between packets; ``stop()`` (any thread) also breaks a blocking read. ``heartbeat`` asks the
+    between packets; ``stop()`` (any thread) also breaks a blocking read; ``before_wait()`` (if set)
+    is called when the next read would wait for the network (or a reconnect). ``heartbeat`` asks the
     server for a heartbeat every so many seconds while idle, so a dead link is noticed within
     ``read_timeout``. Attributes for status: ``state``, ``file``, ``pos`` (end of the last event
     handed out), ``last_event_at`` (monotonic), ``events``, ``bytes``, ``reconnects``, ``gaps``, ``last_error``.
@@ -95,6 +96,7 @@ class ReplicationSource(DnSource):
         self.should_stop = should_stop or (lambda: False)
         self.on_state = on_state
         self.on_idle: Callable[[], None] | None = None
+        self.before_wait: Callable[[], None] | None = None   # called when the next read would wait
         self.file: str = start_file or ""
         self.pos: int = start_pos if start_file else 4
         self.state = "new"
@@ -348,6 +350,9 @@ class ReplicationSource(DnSource):
         ROTATE, heartbeat, an event after a gap) and events kept from an earlier batch take ``_runs``."""
         while not self._is_stopped():
             if not self._batch:
+                stream = self._stream
+                if self.before_wait is not None and (stream is None or not stream.has_packet()):
+                    self.before_wait()
                 if not self._ensure_connected():
                     return
                 try:

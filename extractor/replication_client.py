@@ -279,6 +279,11 @@ class ReplicationClient:
             return []
         raise ClientProtocolError(f"unexpected packet {bytes(pkt[:8]).hex()} in the binlog stream")
 
+    def has_packet(self) -> bool:
+        """A whole packet is received and not yet read (reading it will not wait)."""
+        have = len(self._buf) - self._off
+        return have >= 4 and have >= 4 + (_unpack_word(self._buf, self._off)[0] & 0xFFFFFF)
+
     def take_run(self, pos: int, stop_types: bytes) -> tuple[bytes, int, int]:
         """The events at the head of the stream that follow one another in the file from ``pos``
         (no type flagged in the 256-byte ``stop_types``, no gap), as the file holds them:
