@@ -116,14 +116,6 @@ def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = 
 
 # -- one range (executor) ---------------------------------------------------------------------------
 
-def _count_events(data: bytes) -> int:
-    n = off = 0
-    while off < len(data):
-        off += int.from_bytes(data[off + 9:off + 13], "little")
-        n += 1
-    return n
-
-
 def render_range(settings: RangeSettings, entries: list, rng: int, streams: list[Iterator]) -> dict:
     """One output range: the DNs' transactions in it (``streams``, per DN in DN order) → merged,
     shaped, rendered into one range file; returns its summary (``shuffle.SUMMARY``'s fields).
@@ -135,6 +127,7 @@ def render_range(settings: RangeSettings, entries: list, rng: int, streams: list
     from dumper.global_binlog import encode_txn, file_start
     from gbinlog.spark_engine.exchange import until
     from gbinlog.spark_engine.layout import pack_u32
+    from gbinlog.spark_engine.xkernel import count_events
     from merger import merge
     from schema_shaper import Shaper, shape
 
@@ -174,7 +167,7 @@ def render_range(settings: RangeSettings, entries: list, rng: int, streams: list
                 pos += len(data)
                 sizes.append(len(data))
                 stamps.append(lt.timestamp)
-                events += _count_events(data)
+                events += count_events(data)
                 last_written = lt.vtso
                 first_written = first_written or lt.vtso
                 if len(out) >= 1 << 22:

@@ -26,9 +26,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from extractor.model import DnTxn
-from extractor.txn_codec import BodyDecoder, encode_txn, txn_from_fields
+from extractor.txn_codec import BodyDecoder, txn_fields, txn_from_fields
 from gbinlog.spark_engine.datasource import ReadPlan, part_txns
 from gbinlog.spark_engine.errors import in_task
+from gbinlog.spark_engine.xkernel import decode_body, encode_body
 from merger.membership import storage_change
 
 BATCH = 512
@@ -42,7 +43,7 @@ def part_file(tmp_dir: str, part: int, rng: int) -> Path:
 def decode_txns(encoded: Iterable[tuple], decoder: BodyDecoder) -> Iterator[DnTxn]:
     for fields, body in encoded:
         t = txn_from_fields(fields)
-        decoder.decode(body, t)
+        decode_body(body, t, decoder)
         yield t
 
 
@@ -65,7 +66,7 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
             if v < lo or hi is not None and v >= hi:   # into the next range (a DN's vtsos ascend)
                 rng = bisect.bisect_right(bounds, v)
                 lo, hi = bounds[rng - 1] if rng else "", bounds[rng] if rng < len(bounds) else None
-            enc = encode_txn(t)
+            enc = (txn_fields(t), encode_body(t))
             last = v
             kind = enc[0][0]
             if kind in HISTORY_KINDS:

@@ -1,0 +1,373 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The Spark engine's byte loops, compiled (``gbinlog.spark_engine.xkernel`` picks this or the
+pure-Python twins, which give the same bytes; the tests run both):
+
+* ``place``: a range file's transactions moved to their offset in a final file, a GTID event put
+  before each (``dumper.gtid.insert_gtids``) or only relocated (``binlog.writer.relocate``);
+* ``encode_body`` / ``decode_body``: the exchange's transaction frame, the format of
+  ``extractor.txn_codec`` (``encode_body`` / ``BodyDecoder.decode``), events made in C.
+"""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.string cimport memcmp, memcpy
+
+
+cdef extern from "zlib.h":
+    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int length) nogil
+
+
+cdef enum:
+    HEADER_LEN = 19
+    CRC_LEN = 4
+    QUERY = 2
+    ROWS_QUERY = 29
+    GTID = 33
+    GTID_LEN = 65              # header + <B16sqBqq> body + CRC
+    LOGICAL_TIMESTAMP = 2
+    F_HINT = 1
+    F_ROWS_QUERY = 2
+    F_QUERY = 4
+    F_DB = 8
+    F_SQL = 16
+    VERSION = 2
+
+# dumper.global_binlog's BEGIN payload (a QUERY "BEGIN": a DML's first event) and the CTS marker
+cdef bytes BEGIN_PAYLOAD = b"\0" * 13 + b"\0BEGIN"
+cdef bytes CTS_MARK = b"\x01CTS::"
+
+
+cdef inline unsigned int u32(const unsigned char *p) noexcept nogil:
+    return p[0] | (p[1] << 8) | (p[2] << 16) | (<unsigned int>p[3] << 24)
+
+
+cdef inline void put32(unsigned char *o, unsigned int v) noexcept nogil:
+    o[0] = v & 0xFF
+    o[1] = (v >> 8) & 0xFF
+    o[2] = (v >> 16) & 0xFF
+    o[3] = (v >> 24) & 0xFF
+
+
+cdef inline void put64(unsigned char *o, unsigned long long v) noexcept nogil:
+    cdef int i
+    for i in range(8):
+        o[i] = (v >> (8 * i)) & 0xFF
+
+
+cdef inline unsigned long long u64(const unsigned char *p) noexcept nogil:
+    cdef unsigned long long v = 0
+    cdef int i
+    for i in range(8):
+        v |= (<unsigned long long>p[i]) << (8 * i)
+    return v
+
+
+def place(const unsigned char[::1] src, Py_ssize_t start, long long first_gno, long long first_seq, sid):
+    """Whole events ``src`` (transactions rendered without GTIDs, each ending with its CTS marker)
+    at file offset ``start``: with ``sid`` (16 bytes) a GTID event before each transaction, as
+    ``dumper.gtid.insert_gtids``; with ``sid`` None only ``log_pos`` and CRC32 rewritten (relocated)."""
+    cdef Py_ssize_t n = src.shape[0], off = 0, size, txns = 0, at = 0, plen
+    cdef const unsigned char *s = &src[0] if n else NULL
+    cdef const unsigned char *p
+    cdef const unsigned char *sid_p = NULL
+    cdef const unsigned char *begin_p = <const unsigned char *>PyBytes_AS_STRING(BEGIN_PAYLOAD)
+    cdef const unsigned char *cts_p = <const unsigned char *>PyBytes_AS_STRING(CTS_MARK)
+    cdef bint gtids = sid is not None, idle = True, ddl
+    cdef unsigned int t, pos = <unsigned int>start
+    cdef long long gno = first_gno, seq = first_seq
+    cdef unsigned char *o
+    if gtids:
+        if len(sid) != 16:
+            raise ValueError("a GTID sid is 16 bytes")
+        sid_p = <const unsigned char *>PyBytes_AS_STRING(sid)
+    while off < n:   # checks and the number of transactions
+        if off + HEADER_LEN > n:
+            raise ValueError(f"event of {n - off} bytes at {off} runs past the segment ({n} bytes)")
+        p = s + off
+        size = u32(p + 9)
+        if size < HEADER_LEN + CRC_LEN or off + size > n:
+            raise ValueError(f"event of {size} bytes at {off} runs past the segment ({n} bytes)")
+        if idle:
+            txns += 1
+            idle = False
+        t = p[4]
+        if t == ROWS_QUERY and size - HEADER_LEN - CRC_LEN >= 6 and memcmp(p + HEADER_LEN, cts_p, 6) == 0:
+            idle = True
+        off += size
+    out = PyByteArray_FromStringAndSize(NULL, n + (txns * GTID_LEN if gtids else 0))
+    o = <unsigned char *>PyByteArray_AS_STRING(out)
+    off = 0
+    idle = True
+    while off < n:
+        p = s + off
+        size = u32(p + 9)
+        t = p[4]
+        plen = size - HEADER_LEN - CRC_LEN
+        if gtids and idle:
+            ddl = t == QUERY and not (plen == 19 and memcmp(p + HEADER_LEN, begin_p, 19) == 0)
+            pos += GTID_LEN
+            memcpy(o + at, p, 4)                   # the transaction's first event's timestamp
+            o[at + 4] = GTID
+            memcpy(o + at + 5, p + 5, 4)           # … and server id
+            put32(o + at + 9, GTID_LEN)
+            put32(o + at + 13, pos)
+            o[at + 17] = 0
+            o[at + 18] = 0
+            o[at + 19] = 1 if ddl else 0
+            memcpy(o + at + 20, sid_p, 16)
+            put64(o + at + 36, <unsigned long long>gno)
+            o[at + 44] = LOGICAL_TIMESTAMP
+            put64(o + at + 45, <unsigned long long>(seq - 1))
+            put64(o + at + 53, <unsigned long long>seq)
+            put32(o + at + 61, crc32(0, o + at, GTID_LEN - CRC_LEN))
+            at += GTID_LEN
+            gno += 1
+            seq += 1
+        idle = False
+        pos += <unsigned int>size
+        memcpy(o + at, p, size - CRC_LEN)
+        put32(o + at + 13, pos)
+        put32(o + at + size - CRC_LEN, crc32(0, o + at, <unsigned int>(size - CRC_LEN)))
+        if t == ROWS_QUERY and plen >= 6 and memcmp(p + HEADER_LEN, cts_p, 6) == 0:
+            idle = True
+        at += size
+        off += size
+    return out
+
+
+def count_events(const unsigned char[::1] data):
+    """The number of whole events in ``data`` (a run of events)."""
+    cdef Py_ssize_t n = data.shape[0], off = 0, count = 0
+    while off + HEADER_LEN <= n:
+        off += u32(&data[off] + 9)
+        count += 1
+    return count
+
+
+# -- the exchange frame (extractor.txn_codec's version 2) ----------------------------------------------
+
+cdef class _Buf:
+    cdef bytearray data
+    cdef Py_ssize_t n
+
+    def __cinit__(self):
+        self.data = bytearray(4096)
+        self.n = 0
+
+    cdef unsigned char *reserve(self, Py_ssize_t k) except NULL:
+        cdef Py_ssize_t cap = len(self.data)
+        if self.n + k > cap:
+            self.data.extend(bytes(max(cap, self.n + k - cap)))   # grows by doubling; kept between calls
+        return <unsigned char *>PyByteArray_AS_STRING(self.data) + self.n
+
+    cdef int put(self, bytes b) except -1:
+        cdef Py_ssize_t k = PyBytes_GET_SIZE(b)
+        memcpy(self.reserve(k), PyBytes_AS_STRING(b), k)
+        self.n += k
+        return 0
+
+    cdef int put_event(self, unsigned int ci, unsigned long long pos, bytes raw) except -1:
+        cdef Py_ssize_t k = PyBytes_GET_SIZE(raw)
+        cdef unsigned char *o = self.reserve(9 + k)
+        o[0] = ci & 0xFF
+        put64(o + 1, pos)
+        memcpy(o + 9, PyBytes_AS_STRING(raw), k)
+        self.n += 9 + k
+        return 0
+
+    cdef int put_u32_text(self, bytes b) except -1:
+        put32(self.reserve(4), <unsigned int>PyBytes_GET_SIZE(b))
+        self.n += 4
+        return self.put(b)
+
+
+cdef inline bytes _text(s):
+    return s.encode("utf-8", "surrogateescape")
+
+
+cdef _Buf _BLOCKS = _Buf()
+cdef _Buf _HEAD = _Buf()
+
+
+def encode_body(txn, ctx_record):
+    """``extractor.txn_codec.encode_body`` (``ctx_record``: its per-process context records)."""
+    cdef dict ctx_index = {}
+    cdef list records = []
+    cdef _Buf b = _BLOCKS, head = _HEAD
+    cdef unsigned char *o
+    cdef unsigned int last_ci = 0, flags
+    cdef object last_ctx = None, ctx
+    cdef bytes tr, db, tb, r
+    cdef list blocks = txn.blocks
+    cdef Py_ssize_t total, at
+
+    def ctx_of(c):
+        k = id(c)
+        j = ctx_index.get(k)
+        if j is None:
+            j = ctx_index[k] = len(records)
+            records.append(ctx_record(c))
+        return j
+
+    b.n = head.n = 0
+    for blk in blocks:
+        tr, db, tb = _text(blk.trace_id), _text(blk.db), _text(blk.table)
+        hint, rq = blk.hint, blk.rows_query
+        events = blk.events
+        o = b.reserve(11)
+        o[0] = len(tr) & 0xFF
+        o[1] = len(tr) >> 8
+        o[2] = len(db) & 0xFF
+        o[3] = len(db) >> 8
+        o[4] = len(tb) & 0xFF
+        o[5] = len(tb) >> 8
+        o[6] = (F_HINT if hint is not None else 0) | (F_ROWS_QUERY if rq is not None else 0)
+        put32(o + 7, <unsigned int>len(events))
+        b.n += 11
+        b.put(tr)
+        b.put(db)
+        b.put(tb)
+        if hint is not None:
+            b.put_u32_text(_text(hint))
+        if rq is not None:
+            b.put_event(ctx_of(rq.ctx), rq.pos, rq.raw)
+        for ev in events:
+            ctx = ev.ctx
+            if ctx is not last_ctx:
+                last_ctx, last_ci = ctx, ctx_of(ctx)
+            b.put_event(last_ci, ev.pos, ev.raw)
+    query = txn.query
+    flags = ((F_QUERY if query is not None else 0) | (F_DB if txn.db is not None else 0)
+             | (F_SQL if txn.sql is not None else 0))
+    if query is not None:
+        head.put_event(ctx_of(query.ctx), query.pos, query.raw)
+    for s in (txn.db, txn.sql):
+        if s is not None:
+            head.put_u32_text(_text(s))
+    total = 2 + 1 + head.n + 4 + b.n
+    for r in records:
+        total += PyBytes_GET_SIZE(r)
+    out = PyBytes_FromStringAndSize(NULL, total)
+    o = <unsigned char *>PyBytes_AS_STRING(out)
+    o[0] = VERSION
+    o[1] = len(records)
+    at = 2
+    for r in records:
+        memcpy(o + at, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r))
+        at += PyBytes_GET_SIZE(r)
+    o[at] = flags
+    at += 1
+    memcpy(o + at, PyByteArray_AS_STRING(head.data), head.n)
+    at += head.n
+    put32(o + at, <unsigned int>len(blocks))
+    at += 4
+    memcpy(o + at, PyByteArray_AS_STRING(b.data), b.n)
+    return out
+
+
+cdef object _event(object new_event, type cls, object unset, const unsigned char *p, Py_ssize_t off,
+                   Py_ssize_t size, object ctxs):
+    """An ``Event`` from the frame at ``off`` (ctx index, position, raw event)."""
+    cdef unsigned int ci = p[off]
+    ev = new_event(cls)
+    ev.pos = u64(p + off + 1)
+    cdef const unsigned char *e = p + off + 9
+    ev.h = (u32(e), e[4], u32(e + 5), u32(e + 9), u32(e + 13), e[17] | (e[18] << 8))
+    ev.raw = PyBytes_FromStringAndSize(<const char *>e, u32(e + 9))
+    ev.ctx = ctxs[ci]
+    ev._body = unset
+    return ev
+
+
+cdef inline Py_ssize_t _event_end(const unsigned char *p, Py_ssize_t off, Py_ssize_t size) except -1:
+    if off + 9 + HEADER_LEN > size:
+        raise IndexError("event runs past the frame")
+    cdef Py_ssize_t end = off + 9 + u32(p + off + 9 + 9)
+    if end > size or end < off + 9 + HEADER_LEN:
+        raise IndexError("event runs past the frame")
+    return end
+
+
+cdef inline Py_ssize_t _need(Py_ssize_t off, Py_ssize_t k, Py_ssize_t size) except -1:
+    if off + k > size:
+        raise IndexError("frame ends early")
+    return 0
+
+
+def decode_body(bytes body, txn, ctx_of_record, type event_cls, unset, block_cls):
+    """``extractor.txn_codec.BodyDecoder._decode``: fills ``txn``; ``ctx_of_record`` maps a context
+    record to its (shared) ``FormatContext``. Raises IndexError/ValueError on a bad frame."""
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(body)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(body), off, end, n, k
+    cdef unsigned int n_ctx, flags, n_blocks, bflags, n_ev, lt, ld, ltb
+    cdef list ctxs = [], events, blocks
+    new_event = event_cls.__new__
+    _need(0, 2, size)
+    if p[0] != VERSION:
+        raise ValueError(f"transaction frame version {p[0]}, expected {VERSION}")
+    n_ctx = p[1]
+    off = 2
+    for k in range(n_ctx):
+        _need(off, 2, size)
+        n = p[off] | (p[off + 1] << 8)
+        _need(off + 2, n, size)
+        ctxs.append(ctx_of_record(body[off + 2:off + 2 + n]))
+        off += 2 + n
+    _need(off, 1, size)
+    flags = p[off]
+    off += 1
+    if flags & F_QUERY:
+        end = _event_end(p, off, size)
+        txn.query = _event(new_event, event_cls, unset, p, off, size, ctxs)
+        off = end
+    if flags & F_DB:
+        _need(off, 4, size)
+        n = u32(p + off)
+        _need(off + 4, n, size)
+        txn.db = body[off + 4:off + 4 + n].decode("utf-8", "surrogateescape")
+        off += 4 + n
+    if flags & F_SQL:
+        _need(off, 4, size)
+        n = u32(p + off)
+        _need(off + 4, n, size)
+        txn.sql = body[off + 4:off + 4 + n].decode("utf-8", "surrogateescape")
+        off += 4 + n
+    _need(off, 4, size)
+    n_blocks = u32(p + off)
+    off += 4
+    blocks = txn.blocks
+    for k in range(n_blocks):
+        _need(off, 11, size)
+        lt = p[off] | (p[off + 1] << 8)
+        ld = p[off + 2] | (p[off + 3] << 8)
+        ltb = p[off + 4] | (p[off + 5] << 8)
+        bflags = p[off + 6]
+        n_ev = u32(p + off + 7)
+        off += 11
+        _need(off, lt + ld + ltb, size)
+        trace = body[off:off + lt].decode("utf-8", "surrogateescape")
+        off += lt
+        db = body[off:off + ld].decode("utf-8", "surrogateescape")
+        off += ld
+        table = body[off:off + ltb].decode("utf-8", "surrogateescape")
+        off += ltb
+        hint = None
+        if bflags & F_HINT:
+            _need(off, 4, size)
+            n = u32(p + off)
+            _need(off + 4, n, size)
+            hint = body[off + 4:off + 4 + n].decode("utf-8", "surrogateescape")
+            off += 4 + n
+        rows_query = None
+        if bflags & F_ROWS_QUERY:
+            end = _event_end(p, off, size)
+            rows_query = _event(new_event, event_cls, unset, p, off, size, ctxs)
+            off = end
+        events = []
+        for _ in range(n_ev):
+            end = _event_end(p, off, size)
+            events.append(_event(new_event, event_cls, unset, p, off, size, ctxs))
+            off = end
+        blocks.append(block_cls(trace, db, table, events, hint, rows_query))
+    if off != size:
+        raise ValueError(f"{size - off} bytes left over in the frame of vtso {txn.vtso}")
