@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from gbinlog.spark_engine.datasource import DnSpec, PartSpec, ReadPlan, partition_keys
 from gbinlog.spark_engine.errors import in_task, reraise
 from gbinlog.spark_engine.layout import finish_files
+from gbinlog.spark_engine.plan import DnSpec, PartSpec, ReadPlan, partition_keys
 
 TMP_DIR = ".spark-ranges"
 
@@ -253,7 +253,7 @@ def _session(spark, master: str | None, conf: dict[str, str]):
     """``(session, own)``: the given session, else the embedding application's active one (kept),
     else a new one (``own``: stopped by the build)."""
     from gbinlog.local_engine import BuildError
-    from gbinlog.spark_engine.session import SparkUnavailable, spark_session
+    from gbinlog.spark_engine.session import SparkUnavailable, spark_context
 
     if spark is not None:
         return spark, False
@@ -263,7 +263,7 @@ def _session(spark, master: str | None, conf: dict[str, str]):
     if active is not None:  # embedded in an application that has its session: use it, keep it
         return active, False
     try:
-        return spark_session(master, conf), True
+        return spark_context(master, conf), True   # tasks only: no SQL session needed
     except SparkUnavailable as exc:
         raise BuildError(str(exc)) from None
 
@@ -283,7 +283,7 @@ def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
         if exchange == "shuffle":
             from gbinlog.spark_engine.shuffle import shuffle_jobs
 
-            rows, history = shuffle_jobs(spark, plan, settings, timings)
+            rows, history = shuffle_jobs(getattr(spark, "session", spark), plan, settings, timings)
         else:
             rows, history = _file_jobs(spark, plan, settings, timings)
     except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from extractor.model import DnTxn
 from extractor.txn_codec import BodyDecoder, txn_fields, txn_from_fields
-from gbinlog.spark_engine.datasource import ReadPlan, part_txns
 from gbinlog.spark_engine.errors import in_task
+from gbinlog.spark_engine.plan import ReadPlan, part_txns
 from gbinlog.spark_engine.xkernel import decode_body, encode_body
 from merger.membership import storage_change
 
