@@ -294,6 +294,16 @@ cdef inline Py_ssize_t _need(Py_ssize_t off, Py_ssize_t k, Py_ssize_t size) exce
     return 0
 
 
+cdef str _u32_text(bytes body, const unsigned char *p, Py_ssize_t *off, Py_ssize_t size):
+    """A text with a u32 length at ``off[0]``; moves ``off`` past it."""
+    cdef Py_ssize_t at = off[0], n
+    _need(at, 4, size)
+    n = u32(p + at)
+    _need(at + 4, n, size)
+    off[0] = at + 4 + n
+    return body[at + 4:at + 4 + n].decode("utf-8", "surrogateescape")
+
+
 def decode_body(bytes body, txn, ctx_of_record, type event_cls, unset, block_cls):
     """``extractor.txn_codec.BodyDecoder._decode``: fills ``txn``; ``ctx_of_record`` maps a context
     record to its (shared) ``FormatContext``. Raises IndexError/ValueError on a bad frame."""
@@ -321,17 +331,9 @@ def decode_body(bytes body, txn, ctx_of_record, type event_cls, unset, block_cls
         txn.query = _event(new_event, event_cls, unset, p, off, size, ctxs)
         off = end
     if flags & F_DB:
-        _need(off, 4, size)
-        n = u32(p + off)
-        _need(off + 4, n, size)
-        txn.db = body[off + 4:off + 4 + n].decode("utf-8", "surrogateescape")
-        off += 4 + n
+        txn.db = _u32_text(body, p, &off, size)
     if flags & F_SQL:
-        _need(off, 4, size)
-        n = u32(p + off)
-        _need(off + 4, n, size)
-        txn.sql = body[off + 4:off + 4 + n].decode("utf-8", "surrogateescape")
-        off += 4 + n
+        txn.sql = _u32_text(body, p, &off, size)
     _need(off, 4, size)
     n_blocks = u32(p + off)
     off += 4
@@ -353,11 +355,7 @@ def decode_body(bytes body, txn, ctx_of_record, type event_cls, unset, block_cls
         off += ltb
         hint = None
         if bflags & F_HINT:
-            _need(off, 4, size)
-            n = u32(p + off)
-            _need(off + 4, n, size)
-            hint = body[off + 4:off + 4 + n].decode("utf-8", "surrogateescape")
-            off += 4 + n
+            hint = _u32_text(body, p, &off, size)
         rows_query = None
         if bflags & F_ROWS_QUERY:
             end = _event_end(p, off, size)
