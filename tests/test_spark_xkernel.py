@@ -98,3 +98,43 @@ def test_place_is_insert_gtids_and_relocate(fixture):
     assert bytes(xkernel.place(data, rel, rel, 0, 0, None)) == data
     with pytest.raises(ValueError, match="runs past"):
         xkernel.place(data[:-1], 500, rel, 1, 1, sid)
+
+
+def _records_back(reader, data: bytes, chunk: int) -> list:
+    """Feed ``data`` in pieces of ``chunk`` bytes, as ``exchange.read_exchange`` does."""
+    out, buf = [], b""
+    for i in range(0, len(data), chunk):
+        buf += data[i:i + chunk]
+        got: list = []
+        buf = buf[reader.decode(buf, 0, got):]
+        out += got
+    assert buf == b""
+    return out
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_exchange_records_same_bytes_and_transactions(fixture):
+    flat = [t for txns in _per_dn(fixture) for t in txns]
+    assert any(t.restart is not None for t in flat) and any(t.xid is not None for t in flat)
+    assert any(t.end is not None for t in flat) and any(t.tso is None for t in flat)
+    records = [xkernel.encode_record_py(t) for t in flat]
+    assert [xkernel.encode_record(t) for t in flat] == records
+    assert all(r[4] == 0 for r in records)          # the packed form for every real transaction
+    data = b"".join(records)
+    for reader in (xkernel.RecordReader(), xkernel.RecordReaderPy()):
+        for chunk in (len(data), 1000, 77):
+            back = _records_back(reader, data, chunk)
+            assert [dn_txn_fp(t) for t in back] == [dn_txn_fp(t) for t in flat]
+            assert all(t.opened_at == 0.0 and type(t.start) is type(flat[0].start) for t in back)
+
+
+def test_exchange_record_fallback_form():
+    """Fields the packed form cannot hold (a txn id past 2**63) go as a pickled fields tuple."""
+    flat = [t for t in _per_dn(FIXTURES[0])[0] if t.blocks][:3]
+    flat[1].txn_id = 1 << 70
+    records = [xkernel.encode_record(t) for t in flat]
+    assert [r[4] for r in records] == [0, 1, 0]
+    assert records == [xkernel.encode_record_py(t) for t in flat]
+    for reader in (xkernel.RecordReader(), xkernel.RecordReaderPy()):
+        back = _records_back(reader, b"".join(records), 50)
+        assert [dn_txn_fp(t) for t in back] == [dn_txn_fp(t) for t in flat]
