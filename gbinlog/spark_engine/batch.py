@@ -96,9 +96,11 @@ def input_bytes(dns: Sequence[DnSpec]) -> int:
     return sum((Path(d.dir) / n).stat().st_size for d in dns for n in list_binlog_files(Path(d.dir)))
 
 
-def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = None) -> ReadPlan:
+def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = None,
+               samples: list | None = None) -> ReadPlan:
     """The read plan: input partitions (per DN, cut at the given restart points) and ``ranges``
-    output ranges balanced by bytes over the TSO line."""
+    output ranges balanced by bytes over the TSO line (``samples``: the DNs' ``tso_samples``,
+    read here when not given)."""
     from gbinlog.spark_engine.ranges import range_bounds, tso_samples
 
     parts: list[PartSpec] = []
@@ -110,7 +112,9 @@ def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = 
                                   tuple(start[2:]) if start else None))
             start = (p.file, p.offset, p.tso, p.txn_id, p.seq)
         parts.append(PartSpec(i, start[0:2] if start else None, None, tuple(start[2:]) if start else None))
-    bounds = range_bounds([tso_samples(d.dir) for d in dns], ranges) if ranges > 1 else []
+    if ranges > 1 and samples is None:
+        samples = [tso_samples(d.dir) for d in dns]
+    bounds = range_bounds(samples, ranges) if ranges > 1 else []
     return ReadPlan(dns, parts, bounds, partition_keys(len(bounds) + 1))
 
 
@@ -190,7 +194,10 @@ def write_range_files(settings: RangeSettings, plan: ReadPlan, history, rng: int
     from gbinlog.spark_engine.exchange import range_streams
 
     entries = history.value if hasattr(history, "value") else history
-    yield render_range(settings, entries, rng, range_streams(plan, settings.tmp_dir, rng))
+    cpu = time.process_time()
+    row = render_range(settings, entries, rng, range_streams(plan, settings.tmp_dir, rng))
+    row["cpu"] = time.process_time() - cpu
+    yield row
 
 
 # -- the job (driver) -------------------------------------------------------------------------------
@@ -268,6 +275,40 @@ def _session(spark, master: str | None, conf: dict[str, str]):
         raise BuildError(str(exc)) from None
 
 
+def _read_inputs(dns: list[DnSpec], check_cluster: bool) -> tuple[dict[str, int | None], list]:
+    """What the driver reads of the inputs before the jobs: the cluster checks (``check_cluster``:
+    ``check_dn_dirs``, a byte search over every file), the DN server ids, the TSO samples."""
+    from gbinlog.spark_engine.ranges import tso_samples
+
+    if check_cluster:
+        from extractor.members import check_dn_dirs
+
+        check_dn_dirs({d.dn: d.dir for d in dns})
+    return _check_inputs(dns), [tso_samples(d.dir) for d in dns]
+
+
+def _session_and_inputs(spark, master: str | None, conf: dict[str, str], dns: list[DnSpec], check_cluster: bool):
+    """``(session, own, _read_inputs(...))``: the inputs are read in a thread while the JVM starts
+    (2.35 GB: ≈ 7 s of checks and samples against ≈ 4 s of session start, bench/spark.py). An input
+    error wins over a session error, as when the inputs were checked first; a session this
+    started is stopped when the inputs fail."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="gbinlog-inputs") as pool:
+        inputs = pool.submit(_read_inputs, dns, check_cluster)
+        try:
+            spark, own = _session(spark, master, conf)
+        except BaseException:
+            inputs.result()
+            raise
+        try:
+            return spark, own, inputs.result()
+        except BaseException:
+            if own:
+                spark.stop()
+            raise
+
+
 def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float],
                exchange: str = "files") -> tuple[list[dict], list]:
     """The two jobs: extract (and exchange the transactions by range) and collect the schema
@@ -309,6 +350,9 @@ def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
     timings["extract+history"] = time.perf_counter() - t0
     rows = sc.parallelize(range(n_ranges), n_ranges).mapPartitions(
         _one_task(partial(write_range_files, settings, plan, history))).collect()
+    # CPU inside the task functions (bench/spark.py: the rest of the workers' CPU is Spark's)
+    timings["extract tasks cpu"] = sum(p["cpu"] for p in parts)
+    timings["write tasks cpu"] = sum(r["cpu"] for r in rows)
     return rows, history
 
 
@@ -330,14 +374,15 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
           server_version: str | None = None, max_file_size: int | None = None,
           heartbeat_interval: int | None = None, meta_store: str = "meta.db", on_error: str = "raise",
           master: str | None = None, conf=None, spark=None, ranges: int | None = None,
-          splits: dict[str, list] | None = None, gtids: bool = True) -> BuildResult:
+          splits: dict[str, list] | None = None, gtids: bool = True, check_cluster: bool = False) -> BuildResult:
     """``gbinlog build --engine spark``: the global binlog of ``dn_dirs`` in ``out_dir`` (a new
     directory), the same files, index, state.json and meta store the local engine writes.
 
     ``spark``: an existing session (else one from ``master``/``conf``, stopped at the end).
     ``ranges``: output ranges (default: input size / ``max_file_size``, at least one per core; or
     ``--conf spark.gbinlog.ranges=N``). ``splits``: per DN id, restart points to cut its input at
-    (more input partitions than DNs). Errors are the local engine's types (``BuildError``,
+    (more input partitions than DNs). ``check_cluster``: the DN set is one whole cluster
+    (``extractor.members.check_dn_dirs``, as the local engine checks). Errors are the local engine's types (``BuildError``,
     ``ClusterMismatch``, ``OrderingError``, ``BinlogError``, ``ShapeError``).
     """
     from dumper.global_binlog import DEFAULT_MAX_FILE_SIZE, DEFAULT_SERVER_VERSION, HEARTBEAT_INTERVAL
@@ -350,13 +395,12 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     out = Path(out_dir)
     _check_output(out)
     dns = dn_specs(dn_dirs)
-    server_ids = _check_inputs(dns)
-    spark, own = _session(spark, master, conf)
+    spark, own, (server_ids, samples) = _session_and_inputs(spark, master, conf, dns, check_cluster)
     try:
         if ranges is None:
             setting = _setting(spark, conf, "ranges", None)
             ranges = int(setting) if setting else default_ranges(dns, max_file_size, spark.sparkContext.defaultParallelism)
-        plan = plan_build(dns, ranges, splits)
+        plan = plan_build(dns, ranges, splits, samples)
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / TMP_DIR
         shutil.rmtree(tmp, ignore_errors=True)

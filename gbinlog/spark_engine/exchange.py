@@ -21,6 +21,7 @@ output directory) on a file system every executor shares with the driver.
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
     instructions: list[list] = []
     last = ""
     record = encode_record
+    cpu = time.process_time()
     try:
         rng, lo, hi = 0, "", bounds[0] if bounds else None
         for t in part_txns(plan, index):
@@ -88,7 +90,7 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
         for fh in files.values():
             fh.close()
     yield {"part": index, "dn": plan.dns[plan.parts[index].dn_idx].dn, "txns": counts, "history": history,
-           "instructions": instructions, "last": last}
+           "instructions": instructions, "last": last, "cpu": time.process_time() - cpu}
 
 
 def scale_in(parts: list[dict], dns: list[str]) -> dict[str, str]:
