@@ -20,17 +20,23 @@ def merge_by_trace(branches: Sequence[DnTxn]) -> list[Block]:
     trace id, the later one's hint is dropped so the hint is written once (also within a single
     branch). Branch blocks are never modified; a compressed block is a copy.
     """
-    if len(branches) == 1:
-        merged = list(branches[0].blocks)
-    else:
+    merged = list(branches[0].blocks)
+    if len(branches) > 1:
+        for b in branches[1:]:
+            merged += b.blocks
         # A stable sort of the concatenation is the stable k-way merge of the (non-decreasing)
         # branch lists, and Timsort merges such runs in C.
-        merged = [blk for b in branches for blk in b.blocks]
         merged.sort(key=_TRACE)
+    if len(merged) > 1 and len(set(map(_TRACE, merged))) < len(merged):
+        _drop_repeated_hints(merged)
+    return merged
+
+
+def _drop_repeated_hints(merged: list[Block]) -> None:
+    """A block whose trace id is the one before it loses its hint (sorted: equal ids are adjacent)."""
     last = None
     for i, block in enumerate(merged):
         trace = block.trace_id
         if trace == last and block.hint is not None:
             merged[i] = replace(block, hint=None, rows_query=None)
         last = trace
-    return merged

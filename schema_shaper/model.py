@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any, ClassVar
 
+from binlog.kernel import passed_rows
 from extractor.vtso import vtso_tso
 from merger.model import GlobalTxn
 
@@ -37,13 +39,39 @@ class LogicalBlock:
     table_map: bytes
     rows: list[tuple[int, bytes]]
     hint: str | None = None
+    #: not a ``PassBlock``: the rows are in ``rows`` (``binlog.kernel.frame_dml`` reads this)
+    events: ClassVar[None] = None
+
+
+@dataclass(slots=True)
+class PassBlock:
+    """A ``LogicalBlock`` whose rows events pass through as read but for the table id (the hot
+    path: no per-event copy until the dumper frames them, ``binlog.kernel.frame_dml``).
+
+    ``events`` is the source block's events (TABLE_MAP first, then v2 rows events with no extra
+    data whose first 6 body bytes are the table id), ``id_bytes`` the output table id (6 bytes,
+    little-endian), ``crc`` 4 when the source events end with a CRC32, else 0. ``rows`` gives them as
+    a ``LogicalBlock``'s ``(event type, payload)``.
+    """
+
+    db: str
+    table: str
+    table_map: bytes
+    hint: str | None
+    events: list[Any]
+    id_bytes: bytes
+    crc: int
+
+    @property
+    def rows(self) -> list[tuple[int, bytes]]:
+        return passed_rows(self.events, self.id_bytes, self.crc)
 
 
 @dataclass(slots=True, eq=False)
 class LogicalTxn:
     vtso: str
     kind: LogicalKind
-    blocks: list[LogicalBlock] = field(default_factory=list)
+    blocks: list[LogicalBlock | PassBlock] = field(default_factory=list)
     # DDL: the whole QUERY payload (status vars, logical db, ``# POLARX_*`` lines + MySQL DDL).
     query: bytes | None = None
     # DDL: the logical db and the MySQL-compatible statement, for people and for verify.
