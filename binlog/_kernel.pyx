@@ -198,6 +198,11 @@ cdef const char *ONE = b"\x01"
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 
 
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_alloc
+
+
 cdef struct Part:
     # one event of a transaction: its type, flags and payload = a + b + c (pointers into objects
     # the caller's arguments keep alive, or into ``keep``)
@@ -257,6 +262,13 @@ cdef class _Parts:
         cdef Py_ssize_t at = PyByteArray_GET_SIZE(out), i, plen, size
         cdef unsigned char *o
         cdef Part *e
+        cdef Py_ssize_t alloc = (<PyByteArrayObject *>out).ob_alloc
+        if at + self.total >= alloc:
+            # Grow the buffer by doubling (then set its size back: a shrink to at least half keeps
+            # the allocation): bytearray alone grows by an eighth, so a writer's buffer filled one
+            # transaction at a time was copied about nine times over.
+            if PyByteArray_Resize(out, max(at + self.total, 2 * alloc)) < 0:
+                return -1
         if PyByteArray_Resize(out, at + self.total) < 0:
             return -1
         o = <unsigned char *>PyByteArray_AS_STRING(out) + at
@@ -329,7 +341,17 @@ def frame_dml(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned in
     cdef const char *c = PyBytes_AS_STRING(cts_line)
     parts.add_items(head)
     for blk in blocks:
-        hint = blk.hint
+        if isinstance(blk, tuple):
+            # (db, table, table_map, hint, events, id_bytes, crc): a pass-through block
+            if len(<tuple>blk) != 7:
+                raise ValueError(f"a block tuple has {len(<tuple>blk)} fields, not 7")
+            hint = (<tuple>blk)[3]
+            table_map = (<tuple>blk)[2]
+            events = (<tuple>blk)[4]
+        else:
+            hint = blk.hint
+            table_map = blk.table_map
+            events = blk.events
         if hint is not None and type(hint) is not str:
             raise TypeError(f"a block's hint is {type(hint).__name__}, not str")
         if hint is not None and PyUnicode_GET_LENGTH(hint) > 0:
@@ -343,21 +365,23 @@ def frame_dml(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned in
                 raise ValueError("cts_line is empty")
             parts.add(ROWS_QUERY, IGNORABLE, ONE, 1, c + 1, nc - 1, NULL, 0)
         first = False
-        table_map = blk.table_map
         if type(table_map) is not bytes:
             table_map = bytes(table_map)
             parts.keep.append(table_map)
         parts.add(TABLE_MAP, 0, PyBytes_AS_STRING(table_map), PyBytes_GET_SIZE(table_map), NULL, 0, NULL, 0)
-        events = blk.events
         if events is None:
             parts.add_items(blk.rows)
             continue
         if type(events) is not list:
             events = list(events)
-        ids = blk.id_bytes
+        if isinstance(blk, tuple):
+            ids = (<tuple>blk)[5]
+            crc = (<tuple>blk)[6]
+        else:
+            ids = blk.id_bytes
+            crc = blk.crc
         if ids is None:
             raise TypeError("a passed-through block has no id_bytes")
-        crc = blk.crc
         for i in range(1, len(<list>events)):
             raw = (<list>events)[i].raw
             if raw is None or PyBytes_GET_SIZE(raw) < HEADER_LEN + 6 + crc:

@@ -18,6 +18,7 @@ transaction in one call.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 from zlib import crc32
 
 from binlog.writer import put_event
@@ -142,6 +143,16 @@ def rows_pass(events: list, src_id: bytes) -> bool:
     return True
 
 
+class _TupleBlock(NamedTuple):
+    db: str
+    table: str
+    table_map: bytes
+    hint: str | None
+    events: list
+    id_bytes: bytes
+    crc: int
+
+
 def frame_dml(out: bytearray, pos: int, timestamp: int, server_id: int, head: list, blocks: list,
               cts_line: bytes, tail: list) -> int:
     """Append a DML transaction: the events ``head`` (as ``frame``'s items), per block a ROWS_QUERY
@@ -149,10 +160,13 @@ def frame_dml(out: bytearray, pos: int, timestamp: int, server_id: int, head: li
     without its first byte when the first block has no hint; a later block's only when it has a
     hint —, its TABLE_MAP and its rows events (``blk.rows``, or when ``blk.events`` is not None the
     source events passed through, ``passed_rows(blk.events, blk.id_bytes, blk.crc)``), then ``tail``.
+    A block that is a tuple is ``(db, table, table_map, hint, events, id_bytes, crc)``.
     Returns the number of events appended."""
     items = list(head)
     first = True
     for blk in blocks:
+        if isinstance(blk, tuple):
+            blk = _TupleBlock(*blk)
         hint = blk.hint
         if first:
             first = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import itemgetter
 from typing import Any, ClassVar
 
 from binlog.kernel import passed_rows
@@ -43,8 +44,7 @@ class LogicalBlock:
     events: ClassVar[None] = None
 
 
-@dataclass(slots=True)
-class PassBlock:
+class PassBlock(tuple):
     """A ``LogicalBlock`` whose rows events pass through as read but for the table id (the hot
     path: no per-event copy until the dumper frames them, ``binlog.kernel.frame_dml``).
 
@@ -52,19 +52,28 @@ class PassBlock:
     data whose first 6 body bytes are the table id), ``id_bytes`` the output table id (6 bytes,
     little-endian), ``crc`` 4 when the source events end with a CRC32, else 0. ``rows`` gives them as
     a ``LogicalBlock``'s ``(event type, payload)``.
+
+    A tuple ``(db, table, table_map, hint, events, id_bytes, crc)`` (the layout ``frame_dml`` reads
+    by index), made in C by ``PassBlock((…))``: one is made per block of every transaction.
     """
 
-    db: str
-    table: str
-    table_map: bytes
-    hint: str | None
-    events: list[Any]
-    id_bytes: bytes
-    crc: int
+    __slots__ = ()
+
+    db: str = property(itemgetter(0))               # type: ignore[assignment]
+    table: str = property(itemgetter(1))            # type: ignore[assignment]
+    table_map: bytes = property(itemgetter(2))      # type: ignore[assignment]
+    hint: str | None = property(itemgetter(3))      # type: ignore[assignment]
+    events: list[Any] = property(itemgetter(4))     # type: ignore[assignment]
+    id_bytes: bytes = property(itemgetter(5))       # type: ignore[assignment]
+    crc: int = property(itemgetter(6))              # type: ignore[assignment]
 
     @property
     def rows(self) -> list[tuple[int, bytes]]:
-        return passed_rows(self.events, self.id_bytes, self.crc)
+        return passed_rows(self[4], self[5], self[6])
+
+    def __repr__(self) -> str:
+        return (f"PassBlock(db={self[0]!r}, table={self[1]!r}, hint={self[3]!r}, "
+                f"{len(self[4]) - 1} rows events, id_bytes={self[5].hex()})")
 
 
 @dataclass(slots=True, eq=False)

@@ -186,7 +186,8 @@ class Shaper(SchemaState):
             if kind == PASS:
                 if kernel.rows_pass(events, plan.src_id):
                     passed += 1
-                    out.append(PassBlock(plan.db, plan.table, plan.table_map, blk.hint, events, plan.id_bytes, crc))
+                    out.append(PassBlock((plan.db, plan.table, plan.table_map, blk.hint, events, plan.id_bytes,
+                                          crc)))
                     continue
                 rows = self._pass_rows(plan, blk, g, crc)
                 if rows is not None:
