@@ -18,6 +18,7 @@ from merger.trace_merge import merge_by_trace
 IDLE = object()
 _BROADCAST = (TxnKind.HEARTBEAT, TxnKind.DDL_MARK, TxnKind.INSTRUCTION)
 _DML, _INSTRUCTION = TxnKind.DML, TxnKind.INSTRUCTION
+_END = object()
 #: ``join(dn_id, vtso)`` → ``(rank, stream)`` of a DN that a ``StorageInstChange`` at ``vtso`` adds
 #: (rank: its place in the DN order, which orders the branches of one transaction), or None.
 Join = Callable[[str, str], "tuple[int, Iterable[DnTxn]] | None"]
@@ -128,8 +129,8 @@ class _Merge:
     def __iter__(self) -> Iterator[GlobalTxn]:
         if self.idle_start:
             return
-        heap, should_stop, refill = self.heap, self.should_stop, self._refill
-        heappop = heapq.heappop
+        heap, should_stop, its, leaving, dn_of = self.heap, self.should_stop, self.its, self.leaving, self.dn_of
+        heappop, heappush = heapq.heappop, heapq.heappush
         last: DnTxn | None = None
         last_vtso = ""
         held: list[DnTxn] = []
@@ -142,16 +143,29 @@ class _Merge:
             kind = txn.kind
             if kind is _INSTRUCTION and not held:
                 self._membership(txn)
-            if txn.xid is None or not vtso_is_tso(vtso):
+            # (a txn popped while a group is held has the group's vtso, a TSO one)
+            if txn.xid is None or (not held and not vtso_is_tso(vtso)):
                 yield _one(txn)
-                if should_stop() or not refill(rank):
+                if should_stop() or not self._refill(rank):
                     return
                 continue
             if held and (kind is not held[0].kind or txn.dn in held_dns):
                 _check_join(held, txn)
             held.append(txn)
             held_dns.add(txn.dn)
-            if not refill(rank):
+            # the DN's next transaction: ``_refill``'s common case inline (one per DN transaction)
+            it = its.get(rank)
+            if it is None or rank in leaving:
+                got = self._refill(rank)
+            else:
+                nxt = next(it, _END)
+                got = nxt is not IDLE
+                if nxt is _END:
+                    del its[rank]
+                elif got:
+                    dn_of[rank] = nxt.dn
+                    heappush(heap, (nxt.vtso, rank, nxt))
+            if not got:
                 if kind in _BROADCAST:
                     # one branch per DN: the others' branches of this group are in the heap
                     while heap and heap[0][0] == vtso:

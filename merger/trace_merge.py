@@ -20,14 +20,16 @@ def merge_by_trace(branches: Sequence[DnTxn]) -> list[Block]:
     trace id, the later one's hint is dropped so the hint is written once (also within a single
     branch). Branch blocks are never modified; a compressed block is a copy.
     """
-    merged = list(branches[0].blocks)
-    if len(branches) > 1:
-        for b in branches[1:]:
-            merged += b.blocks
+    if len(branches) == 1:
+        merged = list(branches[0].blocks)
+    else:
+        merged = [blk for b in branches for blk in b.blocks] if len(branches) > 2 else \
+            branches[0].blocks + branches[1].blocks
         # A stable sort of the concatenation is the stable k-way merge of the (non-decreasing)
         # branch lists, and Timsort merges such runs in C.
         merged.sort(key=_TRACE)
-    if len(merged) > 1 and len(set(map(_TRACE, merged))) < len(merged):
+    n = len(merged)
+    if n > 1 and len(set(map(_TRACE, merged))) < n:
         _drop_repeated_hints(merged)
     return merged
 
