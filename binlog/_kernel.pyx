@@ -739,3 +739,215 @@ cdef inline void put32(unsigned char *o, unsigned int v) noexcept nogil:
     o[1] = (v >> 8) & 0xFF
     o[2] = (v >> 16) & 0xFF
     o[3] = (v >> 24) & 0xFF
+
+
+# -- a whole DML transaction (dumper.global_binlog); see binlog.kernel_py.frame_dml ---------------------
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_GET_LENGTH
+
+cdef enum:
+    ROWS_QUERY = 29
+    TABLE_MAP = 19
+    IGNORABLE = 0x80
+    ROWS_V2_FIRST = 30
+    ROWS_V2_LAST = 32
+
+cdef const char *ONE = b"\x01"
+
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_alloc
+
+
+cdef struct Part:
+    # one event of a transaction: its type, flags and payload = a + b + c (pointers into objects
+    # the caller's arguments keep alive, or into ``keep``)
+    unsigned int type_code
+    unsigned int flags
+    const char *a
+    Py_ssize_t na
+    const char *b
+    Py_ssize_t nb
+    const char *c
+    Py_ssize_t nc
+
+
+cdef class _Parts:
+    """The events of one transaction, gathered before one resize of the output and one write pass."""
+    cdef Part *p
+    cdef Py_ssize_t n, cap, total
+    cdef list keep
+
+    def __cinit__(self):
+        self.p = NULL
+        self.n = self.cap = self.total = 0
+        self.keep = []
+
+    def __dealloc__(self):
+        PyMem_Free(self.p)
+
+    cdef int add(self, unsigned int type_code, unsigned int flags, const char *a, Py_ssize_t na,
+                 const char *b, Py_ssize_t nb, const char *c, Py_ssize_t nc) except -1:
+        cdef Part *grown
+        if self.n == self.cap:
+            self.cap = self.cap * 2 if self.cap else 32
+            grown = <Part *>PyMem_Realloc(self.p, self.cap * sizeof(Part))
+            if grown == NULL:
+                raise MemoryError()
+            self.p = grown
+        self.p[self.n] = Part(type_code, flags, a, na, b, nb, c, nc)
+        self.n += 1
+        self.total += HEADER_LEN + na + nb + nc + 4
+        return 0
+
+    cdef int add_items(self, items) except -1:
+        """``frame``'s ``(type_code, payload[, flags])`` items."""
+        cdef tuple item
+        cdef object payload
+        for item in items:
+            payload = item[1]
+            if type(payload) is not bytes:
+                payload = bytes(payload)
+                self.keep.append(payload)
+            self.add(item[0], item[2] if len(item) > 2 else 0, PyBytes_AS_STRING(payload),
+                     PyBytes_GET_SIZE(payload), NULL, 0, NULL, 0)
+        return 0
+
+    cdef Py_ssize_t write(self, bytearray out, Py_ssize_t pos, unsigned int timestamp,
+                          unsigned int server_id) except -1:
+        cdef Py_ssize_t at = PyByteArray_GET_SIZE(out), i, plen, size
+        cdef unsigned char *o
+        cdef Part *e
+        cdef Py_ssize_t alloc = (<PyByteArrayObject *>out).ob_alloc
+        if at + self.total >= alloc:
+            # Grow the buffer by doubling (then set its size back: a shrink to at least half keeps
+            # the allocation): bytearray alone grows by an eighth, so a writer's buffer filled one
+            # transaction at a time was copied about nine times over.
+            if PyByteArray_Resize(out, max(at + self.total, 2 * alloc)) < 0:
+                return -1
+        if PyByteArray_Resize(out, at + self.total) < 0:
+            return -1
+        o = <unsigned char *>PyByteArray_AS_STRING(out) + at
+        for i in range(self.n):
+            e = &self.p[i]
+            plen = e.na + e.nb + e.nc
+            size = HEADER_LEN + plen + 4
+            pos += size
+            put32(o, timestamp)
+            o[4] = <unsigned char>e.type_code
+            put32(o + 5, server_id)
+            put32(o + 9, <unsigned int>size)
+            put32(o + 13, <unsigned int>pos)
+            o[17] = e.flags & 0xFF
+            o[18] = (e.flags >> 8) & 0xFF
+            if e.na:
+                memcpy(o + HEADER_LEN, e.a, e.na)
+            if e.nb:
+                memcpy(o + HEADER_LEN + e.na, e.b, e.nb)
+            if e.nc:
+                memcpy(o + HEADER_LEN + e.na + e.nb, e.c, e.nc)
+            put32(o + HEADER_LEN + plen, crc32(0, o, <unsigned int>(HEADER_LEN + plen)))
+            o += size
+        return pos
+
+
+def passed_rows(list events, bytes id_bytes, int crc):
+    cdef list out = []
+    cdef bytes raw
+    cdef Py_ssize_t i
+    for i in range(1, len(events)):
+        raw = events[i].raw
+        if raw is None or PyBytes_GET_SIZE(raw) < HEADER_LEN + 6 + crc:
+            raise ValueError(f"rows event of {len(raw) if raw is not None else 0} bytes has no table id")
+        out.append(((<const unsigned char *>PyBytes_AS_STRING(raw))[4],
+                    id_bytes + raw[HEADER_LEN + 6:PyBytes_GET_SIZE(raw) - crc]))
+    return out
+
+
+def rows_pass(list events, bytes src_id):
+    cdef bytes raw
+    cdef const unsigned char *p
+    cdef const char *s
+    cdef Py_ssize_t i
+    if src_id is None or PyBytes_GET_SIZE(src_id) != 6:
+        return False
+    s = PyBytes_AS_STRING(src_id)
+    for i in range(1, len(events)):
+        raw = events[i].raw
+        if raw is None or PyBytes_GET_SIZE(raw) < 29:
+            return False
+        p = <const unsigned char *>PyBytes_AS_STRING(raw)
+        if p[4] < ROWS_V2_FIRST or p[4] > ROWS_V2_LAST or memcmp(p + HEADER_LEN, s, 6) != 0 \
+                or p[27] != 2 or p[28] != 0:
+            return False
+    return True
+
+
+def frame_dml(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+              list blocks, bytes cts_line, list tail):
+    cdef _Parts parts = _Parts()
+    cdef Py_ssize_t nh, i, size
+    cdef int crc
+    cdef const char *h
+    cdef bint first = True
+    cdef object hint, events, table_map
+    cdef bytes raw, ids
+    cdef const char *p
+    cdef Py_ssize_t nc = PyBytes_GET_SIZE(cts_line)
+    cdef const char *c = PyBytes_AS_STRING(cts_line)
+    parts.add_items(head)
+    for blk in blocks:
+        if isinstance(blk, tuple):
+            # (db, table, table_map, hint, events, id_bytes, crc): a pass-through block
+            if len(<tuple>blk) != 7:
+                raise ValueError(f"a block tuple has {len(<tuple>blk)} fields, not 7")
+            hint = (<tuple>blk)[3]
+            table_map = (<tuple>blk)[2]
+            events = (<tuple>blk)[4]
+        else:
+            hint = blk.hint
+            table_map = blk.table_map
+            events = blk.events
+        if hint is not None and type(hint) is not str:
+            raise TypeError(f"a block's hint is {type(hint).__name__}, not str")
+        if hint is not None and PyUnicode_GET_LENGTH(hint) > 0:
+            h = PyUnicode_AsUTF8AndSize(hint, &nh)
+            if first:
+                parts.add(ROWS_QUERY, IGNORABLE, ONE, 1, h, nh, c, nc)
+            else:
+                parts.add(ROWS_QUERY, IGNORABLE, ONE, 1, h, nh, NULL, 0)
+        elif first:
+            if nc < 1:
+                raise ValueError("cts_line is empty")
+            parts.add(ROWS_QUERY, IGNORABLE, ONE, 1, c + 1, nc - 1, NULL, 0)
+        first = False
+        if type(table_map) is not bytes:
+            table_map = bytes(table_map)
+            parts.keep.append(table_map)
+        parts.add(TABLE_MAP, 0, PyBytes_AS_STRING(table_map), PyBytes_GET_SIZE(table_map), NULL, 0, NULL, 0)
+        if events is None:
+            parts.add_items(blk.rows)
+            continue
+        if type(events) is not list:
+            events = list(events)
+        if isinstance(blk, tuple):
+            ids = (<tuple>blk)[5]
+            crc = (<tuple>blk)[6]
+        else:
+            ids = blk.id_bytes
+            crc = blk.crc
+        if ids is None:
+            raise TypeError("a passed-through block has no id_bytes")
+        for i in range(1, len(<list>events)):
+            raw = (<list>events)[i].raw
+            if raw is None or PyBytes_GET_SIZE(raw) < HEADER_LEN + 6 + crc:
+                raise ValueError(f"rows event of {len(raw) if raw is not None else 0} bytes has no table id")
+            p = PyBytes_AS_STRING(raw)
+            size = PyBytes_GET_SIZE(raw)
+            parts.add((<const unsigned char *>p)[4], 0, PyBytes_AS_STRING(ids), PyBytes_GET_SIZE(ids),
+                      p + HEADER_LEN + 6, size - HEADER_LEN - 6 - crc, NULL, 0)
+    parts.add_items(tail)
+    parts.write(out, pos, timestamp, server_id)
+    return parts.n

@@ -59,3 +59,8 @@ Maker = getattr(_impl, "Maker", None)
 frame = _impl.frame
 
 __all__ = ["COMPILED", "Maker", "compiled_twin", "frame", "pure_python", "scan", "scan_txns"]
+# a whole DML transaction in one call (dumper.global_binlog), and the pass-through rows check (schema_shaper)
+frame_dml = _impl.frame_dml
+rows_pass = _impl.rows_pass
+passed_rows = _impl.passed_rows
+__all__ += ["frame_dml", "passed_rows", "rows_pass"]

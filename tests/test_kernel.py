@@ -91,6 +91,8 @@ def test_compiled_pure_python_and_event_by_event_builds_are_byte_identical(name,
         m.setattr(assembler, "Sorter", sorter.PySorter)
         m.setattr(vtso, "tso_vtso", vtso.py_tso_vtso)
         m.setattr(kernel, "frame", kernel_py.frame)
+        for name in ("frame_dml", "rows_pass"):
+            m.setattr(kernel, name, getattr(kernel_py, name))
         build(dirs, tmp_path / "pure", settings=settings)
     run_pipeline([BytesDn(d) for d in dirs], tmp_path / "events", settings)
     compiled = output(tmp_path / "compiled")
@@ -203,6 +205,98 @@ def test_a_damaged_file_raises_the_same_typed_error_by_scan_as_by_read_events(tm
         assert by_scan == by_events, i
         errors += by_scan is not None
     assert errors >= 25
+
+
+# -- frame_dml / rows_pass / passed_rows: a DML transaction in one call ------------------------------------
+class _Ev:
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+
+class _Block:
+    """A LogicalBlock (``events`` None, ``rows`` given) or a PassBlock (``events``, ``id_bytes``, ``crc``)."""
+
+    def __init__(self, hint, table_map, rows=None, events=None, id_bytes=b"", crc=0) -> None:
+        self.hint, self.table_map, self.rows = hint, table_map, rows
+        self.events, self.id_bytes, self.crc = events, id_bytes, crc
+
+
+def _rows_event(rnd: random.Random, type_code: int, table_id: bytes, crc: int, extra: bytes = b"\x02\x00") -> bytes:
+    body = table_id + b"\x00\x00" + extra + rnd.randbytes(rnd.randrange(0, 200))
+    head = rnd.randbytes(4) + bytes([type_code]) + rnd.randbytes(14)
+    return head + body + (rnd.randbytes(4) if crc else b"")
+
+
+def _random_txn(rnd: random.Random) -> tuple[list, list, bytes, list]:
+    head = [(33, rnd.randbytes(42)), (2, rnd.randbytes(23))][rnd.randrange(2):]
+    tail = [(16, rnd.randbytes(8)), (29, b"\x01CTS::" + rnd.randbytes(54), 0x80)]
+    blocks = []
+    for _ in range(rnd.randrange(0, 5)):
+        hint = rnd.choice([None, "", "/*DRDS /10.20.0.7/bc88501a080006f-1/1// */", "/*DRDS /é/ü-1// */"])
+        tm = rnd.randbytes(rnd.randrange(8, 90))
+        if rnd.random() < 0.3:
+            rows = [(rnd.choice([30, 31, 32, 23]), rnd.randbytes(rnd.randrange(0, 80)))
+                    for _ in range(rnd.randrange(0, 3))]
+            blocks.append(_Block(hint, bytearray(tm) if rnd.random() < 0.2 else tm, rows=rows))
+        else:
+            crc, src = rnd.choice([0, 4]), rnd.randbytes(6)
+            events = [_Ev(b"tm")] + [_Ev(_rows_event(rnd, rnd.choice([30, 31, 32]), src, crc))
+                                     for _ in range(rnd.randrange(0, 4))]
+            blk = _Block(hint, tm, events=events, id_bytes=rnd.randbytes(6), crc=crc)
+            # a PassBlock is the tuple (db, table, table_map, hint, events, id_bytes, crc)
+            blocks.append(blk if rnd.random() < 0.5 else ("db", "t", tm, hint, events, blk.id_bytes, crc))
+    return head, blocks, b"\n# CTS::" + rnd.randbytes(54), tail
+
+
+def test_frame_dml_gives_the_same_events_compiled_and_in_pure_python_and_what_frame_gives():
+    """Both ``frame_dml``s give the same bytes, and those are ``frame``'s of the transaction's events
+    spelled out: the first block's ROWS_QUERY carries the hint and the CTS line (the line alone,
+    without its newline, when there is no hint), a later block's only with a hint, pass-through rows
+    events keep their bytes but for the new table id (their old header and CRC dropped)."""
+    assert _kernel is not None
+    rnd = random.Random(11)
+    for _ in range(300):
+        head, blocks, cts, tail = _random_txn(rnd)
+        pos, ts, sid = rnd.randrange(4, 1 << 30), rnd.randrange(1 << 32), rnd.randrange(1 << 32)
+        a, b, expected = bytearray(b"head"), bytearray(b"head"), bytearray(b"head")
+        n = _kernel.frame_dml(a, pos, ts, sid, head, blocks, cts, tail)
+        assert kernel_py.frame_dml(b, pos, ts, sid, head, blocks, cts, tail) == n
+        assert a == b
+        items = list(head)
+        for i, blk in enumerate(blocks):
+            if isinstance(blk, tuple):
+                blk = _Block(blk[3], blk[2], events=blk[4], id_bytes=blk[5], crc=blk[6])
+            text = (blk.hint or "").encode() + (cts if i == 0 and blk.hint else cts[1:] if i == 0 else b"")
+            if text:
+                items.append((29, b"\x01" + text, 0x80))
+            items.append((19, bytes(blk.table_map)))
+            if blk.events is None:
+                items += blk.rows
+            else:
+                items += [(e.raw[4], blk.id_bytes + e.raw[25:len(e.raw) - blk.crc]) for e in blk.events[1:]]
+        kernel_py.frame(expected, pos, ts, sid, items + tail)
+        assert n == len(items) + len(tail) and a == expected
+
+
+def test_rows_pass_and_passed_rows_agree_compiled_and_in_pure_python():
+    """Only v2 rows events (30–32) with the table map's 6-byte id and no extra data pass."""
+    assert _kernel is not None
+    rnd = random.Random(13)
+    src = b"\x07\x00\x00\x00\x00\x00"
+    ok = [_Ev(b"tm")] + [_Ev(_rows_event(rnd, t, src, 4)) for t in (30, 31, 32)]
+    bad = [_rows_event(rnd, 23, src, 4), _rows_event(rnd, 30, b"\x08" + src[1:], 4),
+           _rows_event(rnd, 31, src, 4, extra=b"\x04\x00\x01\x02"), _rows_event(rnd, 32, src, 0)[:28]]
+    for impl in (_kernel, kernel_py):
+        assert impl.rows_pass(ok, src) is True and impl.rows_pass(ok[:1], src) is True
+        assert impl.rows_pass(ok, src[:4]) is False
+        for raw in bad:
+            assert impl.rows_pass([*ok, _Ev(raw)], src) is False, raw
+        assert impl.passed_rows(ok, b"NEWID!", 4) == [(e.raw[4], b"NEWID!" + e.raw[25:-4]) for e in ok[1:]]
+        with pytest.raises(ValueError):
+            impl.passed_rows([*ok, _Ev(b"x" * 26)], b"NEWID!", 4)
+        with pytest.raises(ValueError):
+            impl.frame_dml(bytearray(), 4, 0, 1, [], [_Block(None, b"tm", events=[*ok, _Ev(b"x" * 26)],
+                                                             id_bytes=b"NEWID!", crc=4)], b"\nc", [])
 
 
 # -- scan_txns: the common XA shapes in one record each (compiled only) ------------------------------
