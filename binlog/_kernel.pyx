@@ -422,6 +422,8 @@ cdef class Maker:
     cdef object unset, pos_cls, file, dn, dml, ctx
     cdef dict bquals
     cdef double now
+    # the file offset of the scanned buffer's first byte (scan_txns' ``file_offset``: live runs)
+    cdef Py_ssize_t base
     # the timestamp and server id of the last event made, as Python ints: most events repeat them
     cdef unsigned int ts, sid
     cdef object ts_obj, sid_obj
@@ -445,7 +447,7 @@ cdef class Maker:
             self.ts, self.ts_obj = ts, ts
         if self.sid_obj is None or sid != self.sid:
             self.sid, self.sid_obj = sid, sid
-        return self.event.make((off, (self.ts_obj, p[4], self.sid_obj, size, u32(p + 13), p[17] | (p[18] << 8)),
+        return self.event.make((self.base + off, (self.ts_obj, p[4], self.sid_obj, size, u32(p + 13), p[17] | (p[18] << 8)),
                                 PyBytes_FromStringAndSize(<const char *>p, size), self.ctx, self.unset))
 
     cdef inline object table_names(self, const unsigned char *p, Py_ssize_t e, int tid_len):
@@ -575,10 +577,10 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             nrec_out[0] = nrec
             branch = m.bquals.get(xid[2])
             if branch is None:
-                return (off, xid[0], None, last)
+                return (m.base + off, xid[0], None, last)
             # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query,
             # db, sql, opened_at, restart)
-            return (off, xid[0], m.txn.make((m.dml, m.dn, xid[1], branch, tuple_new(m.pos_cls, (m.file, off)), xid[0],
+            return (m.base + off, xid[0], m.txn.make((m.dml, m.dn, xid[1], branch, tuple_new(m.pos_cls, (m.file, m.base + off)), xid[0],
                                             "", None, None, blocks, server, xid[3], None, None, None, m.now,
                                             None)), last)
         else:
@@ -610,7 +612,7 @@ cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Ma
     while b > a and py_space(c[b - 1]):
         b -= 1
     end_out[0] = at + w.size
-    return (off, tso, tuple_new(m.pos_cls, (m.file, at + w.size)), PyUnicode_DecodeLatin1(<const char *>c + a, b - a, NULL))
+    return (m.base + off, tso, tuple_new(m.pos_cls, (m.file, m.base + at + w.size)), PyUnicode_DecodeLatin1(<const char *>c + a, b - a, NULL))
 
 
 def hint_of(const unsigned char[::1] raw, int crc):
@@ -624,10 +626,14 @@ def xid_of(const unsigned char[::1] raw, Py_ssize_t q, int crc):
 
 
 def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
-              Py_ssize_t max_records, int table_id_len, Maker maker):
+              Py_ssize_t max_records, int table_id_len, Maker maker, Py_ssize_t file_offset=0):
     """``scan`` with the common XA shapes grouped (see above): records ``(K_BRANCH, payload, n)`` and
     ``(K_TSO_COMMIT, payload, n)`` besides scan's, ``n`` = the plain records a group stands for;
-    ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``maker`` makes the objects."""
+    ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``maker`` makes the objects.
+    ``file_offset``: the file offset of ``data``'s first byte (a live run received mid-file): every
+    position made (events, ``Pos``, a group's first offset) is ``file_offset`` + the offset in
+    ``data``; ``off`` and the offset returned stay offsets in ``data``. A group cut by the end of
+    ``data`` is not one: its events come as plain records."""
     cdef const unsigned char[::1] buf = data
     cdef Py_ssize_t n = buf.shape[0]
     cdef const unsigned char *base = &buf[0] if n else NULL
@@ -640,7 +646,7 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
     cdef Py_ssize_t count = 0, walked = 0
     cdef _Walk w = _Walk()
     w.base, w.n, w.checksum, w.kinds, w.query_phl, w.tid_len = base, n, checksum, &kinds[0], query_phl, table_id_len
-    maker.ctx, maker.now = ctx, monotonic()
+    maker.ctx, maker.now, maker.base = ctx, monotonic(), file_offset
     while off + HEADER_LEN <= n and count < max_records:
         p = base + off
         size = u32(p + 9)

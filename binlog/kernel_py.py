@@ -107,11 +107,16 @@ def scan(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_even
 
 
 def scan_txns(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_event, ctx,
-              max_records: int, table_id_len: int, maker) -> tuple[list, int, int, int]:
+              max_records: int, table_id_len: int, maker, file_offset: int = 0) -> tuple[list, int, int, int]:
     """``scan``. The compiled ``scan_txns`` also hands the common XA shapes over whole (``K_BRANCH``,
     ``K_TSO_COMMIT`` records, see ``binlog/_kernel.pyx``); here every event comes alone and the
-    assembler's general path handles it, with the same result."""
-    return scan(data, off, checksum, kinds, query_phl, make_event, ctx, max_records)
+    assembler's general path handles it, with the same result. ``file_offset``: the file offset of
+    ``data``'s first byte (the events' positions are ``file_offset`` + their offset in ``data``)."""
+    out = scan(data, off, checksum, kinds, query_phl, make_event, ctx, max_records)
+    if file_offset:
+        for rec in out[0]:
+            rec[1].pos += file_offset
+    return out
 
 
 def frame(out: bytearray, pos: int, timestamp: int, server_id: int, items: list) -> int:

@@ -240,6 +240,11 @@ class BinlogFile:
     def scannable(self) -> bool:
         return self.start <= 4
 
+    @property
+    def grouped_records(self) -> bool:
+        """``records(grouped=maker)`` and ``replay`` are there (the assembler's grouped path)."""
+        return self.start <= 4
+
     def __iter__(self) -> Iterator[Event]:
         for ev in read_events(self.path, start=self.start, name=self.name):
             self.events += 1

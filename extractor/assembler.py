@@ -25,7 +25,6 @@ from itertools import chain
 
 from binlog import Event, kernel
 from binlog.constants import EventType, GcnFlag, SequenceType
-from binlog.reader import BinlogFile
 from extractor import decode
 from extractor.errors import (
     BadXid,
@@ -143,14 +142,14 @@ class Assembler:
     def feed(self, file: str, events: Iterable[Event]) -> Iterator[DnTxn]:
         """Assemble ``events`` of ``file``; yields the transactions each commit releases.
 
-        A whole file (``binlog.reader.BinlogFile``) is read by the kernel's ``scan_txns``: the byte
-        loop skips the events not in the accept set and the XA ENDs, classifies QUERYs by their
-        statement, and hands a common XA branch over in two records (``_branch``, ``_tso_commit``);
-        anything else goes event by event.
+        A source offering ``grouped_records`` (a whole ``binlog.reader.BinlogFile``, a live DN file)
+        is read by the kernel's ``scan_txns``: the byte loop skips the events not in the accept set
+        and the XA ENDs, classifies QUERYs by their statement, and hands a common XA branch over in
+        two records (``_branch``, ``_tso_commit``); anything else goes event by event.
         """
         self.file = file
         self._tables: dict[bytes, tuple[int, str, str, str, str]] = {}
-        maker = self._maker(file) if isinstance(events, BinlogFile) and events.scannable else None
+        maker = self._maker(file) if getattr(events, "grouped_records", False) else None
         if maker is not None:
             records = chain.from_iterable(events.records(_KINDS, 128, grouped=maker))  # 128 groups ≈ 1 k events
         elif getattr(events, "scannable", False):

@@ -115,6 +115,7 @@ class ReplicationSource(DnSource):
         self._ctx_known = False                  # an FDE of the current file was seen
         self._fresh = False                      # nothing read yet on this connection
         self._lock = threading.Lock()
+        self._run: tuple | None = None           # the run ``_records`` is in (for ``_replay``)
 
     # -- control ----------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -319,21 +320,29 @@ class ReplicationSource(DnSource):
         for batch in self._batches():
             yield from self._checked(batch)
 
-    def _records(self, name: str, kinds: bytes, batch: int) -> Iterator[list[tuple[int, Event, int]]]:
+    def _records(self, name: str, kinds: bytes, batch: int, grouped=None) -> Iterator[list[tuple[int, Any, int]]]:
         """``BinlogFile.records`` for the stream: each run of contiguous events goes through the
-        kernel's scan (CRC32, the accept set, QUERY classes in the byte loop); typed errors name
-        the DN, file and offset."""
+        kernel's scan (CRC32, the accept set, QUERY classes in the byte loop), with a
+        ``binlog.kernel.Maker`` through ``scan_txns`` (the common XA shapes as one record each;
+        positions count from the run's file offset; a group cut by the end of the run comes as its
+        plain records). Typed errors name the DN, file and offset."""
         self._begin(name)
-        scan, st_more = kernel.scan, kernel.ST_MORE
+        st_more = kernel.ST_MORE
         for buf, base, ctx in self._stream_runs():
             phl = ctx.post_header_len
             query_phl = phl[EventType.QUERY - 1] if len(phl) >= EventType.QUERY else 13
+            tid_len = 4 if len(phl) >= EventType.TABLE_MAP and phl[EventType.TABLE_MAP - 1] == 6 else 6
+            self._run = (buf, base, ctx, kinds, query_phl)
             off, n = 0, len(buf)
             while off < n:
-                recs, off, status, _ = scan(buf, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
-                if recs:
+                if grouped is not None:
+                    recs, off, status, _ = kernel.scan_txns(buf, off, ctx.checksum, kinds, query_phl, Event, ctx,
+                                                            batch, tid_len, grouped, base)
+                else:
+                    recs, off, status, _ = kernel.scan(buf, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
                     for rec in recs:   # the scan counts from the run's first byte
                         rec[1].pos += base
+                if recs:
                     yield recs
                 if status == st_more and (len(recs) >= batch or off == n):
                     continue
@@ -341,6 +350,15 @@ class ReplicationSource(DnSource):
                 if status == kernel.ST_BAD_CRC:
                     raise self._bad(f"CRC32 mismatch in event type {h[1]}", base + off)
                 raise self._bad(f"event of type {h[1]} and size {h[3]} cannot be read there", base + off)
+
+    def _replay(self, offset: int, n: int) -> list[tuple[int, Event, int]]:
+        """``BinlogFile.replay`` for the run ``_records`` is in: the ``n`` plain records from file
+        offset ``offset`` (a group's first event, always inside that run)."""
+        buf, base, ctx, kinds, query_phl = self._run
+        recs = kernel.scan(buf, offset - base, ctx.checksum, kinds, query_phl, Event, ctx, n)[0]
+        for rec in recs:
+            rec[1].pos += base
+        return recs
 
     def _stream_runs(self) -> Iterator[tuple[bytes, int, FormatContext]]:
         """(bytes, file position, format context) of the current file's events, as ``_runs`` gives
@@ -501,10 +519,12 @@ class ReplicationSource(DnSource):
 
 class _LiveFile:
     """One file of the stream, as ``files()`` hands it out: iterating it gives checked ``Event``s;
-    ``records(kinds)`` is the assembler's fast path (``binlog.reader.BinlogFile``'s protocol)."""
+    ``records(kinds[, grouped=maker])`` and ``replay`` are the assembler's fast paths
+    (``binlog.reader.BinlogFile``'s protocol)."""
 
     __slots__ = ("src", "name")
     scannable = True
+    grouped_records = True
 
     def __init__(self, src: ReplicationSource, name: str) -> None:
         self.src, self.name = src, name
@@ -512,5 +532,8 @@ class _LiveFile:
     def __iter__(self) -> Iterator[Event]:
         return self.src._events(self.name)
 
-    def records(self, kinds: bytes, batch: int = 512) -> Iterator[list[tuple[int, Event, int]]]:
-        return self.src._records(self.name, kinds, batch)
+    def records(self, kinds: bytes, batch: int = 512, grouped=None) -> Iterator[list[tuple[int, Any, int]]]:
+        return self.src._records(self.name, kinds, batch, grouped)
+
+    def replay(self, offset: int, n: int) -> list[tuple[int, Event, int]]:
+        return self.src._replay(offset, n)

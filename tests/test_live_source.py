@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,53 @@ def test_own_client_logs_in_with_either_plugin_and_streams_every_file_byte_exact
         with pytest.raises(ServerError) as err:
             ReplicationClient("127.0.0.1", server.port, USER, "wrong")
         assert err.value.code == 1045
+
+
+def _grouped_fingerprint(txns) -> list[tuple]:
+    """``fingerprint`` and every event's position (the grouped scan makes them from the run's offset)."""
+    txns = list(txns)
+    return [(f, [[e.pos for e in b.events] for b in t.blocks]) for f, t in zip(fingerprint(txns), txns, strict=True)]
+
+
+def test_live_runs_cut_at_every_event_give_the_whole_files_transactions(tmp_path):
+    """The live source's runs go through the kernel's grouped scan (``scan_txns`` with the run's file
+    offset as base; ``replay`` from the run). A run may end inside an XA branch or between a GCN and
+    its XA COMMIT: those come as plain records. Two runs cut at every event boundary of a DN file's
+    first 400 events give the transactions of the whole file (vtsos, positions, bytes), and the
+    uncut run is grouped."""
+    from binlog import kernel
+    from binlog.reader import BinlogFile
+    from extractor.assembler import _KINDS, Assembler
+    from extractor.live_source import _LiveFile
+
+    if kernel.Maker is None:
+        pytest.skip("the grouped scan is the compiled kernel's (GBINLOG_PURE_PYTHON)")
+    events = list(read_events(BANK / "dn0" / "mysql-bin.000001"))
+    assert events[0].h[1] == 15   # the FDE: the stream hands it apart, the runs start after it
+    body = events[1:401]
+    data = (BANK / "dn0" / "mysql-bin.000001").read_bytes()[:body[-1].pos + body[-1].h[3]]
+    (tmp_path / "mysql-bin.000001").write_bytes(data)
+    cut_file = BinlogFile(tmp_path / "mysql-bin.000001")
+    want = _grouped_fingerprint(Assembler("dn0").feed("mysql-bin.000001", iter(cut_file)))  # event by event
+    assert len(want) > 10
+    assert _grouped_fingerprint(Assembler("dn0").feed("mysql-bin.000001", cut_file)) == want
+    ctx = body[0].ctx
+
+    def live_file(cuts: list[int]) -> _LiveFile:
+        src = ReplicationSource("dn0", "127.0.0.1", 1, USER, PASSWORD)
+        bounds = [0, *cuts, len(body)]
+        runs = [(b"".join(e.raw for e in body[a:b]), body[a].pos, ctx) for a, b in pairwise(bounds)]
+        src._begin = lambda name: None
+        src._stream_runs = lambda: iter(runs)
+        return _LiveFile(src, "mysql-bin.000001")
+
+    whole = live_file([])
+    asm = Assembler("dn0")
+    kinds = [r[0] for recs in whole.records(_KINDS, 128, grouped=asm._maker("mysql-bin.000001")) for r in recs]
+    assert kinds.count(kernel.K_BRANCH) > 10 and kinds.count(kernel.K_TSO_COMMIT) > 10
+    assert _grouped_fingerprint(Assembler("dn0").feed("mysql-bin.000001", live_file([]))) == want
+    every = list(range(1, len(body)))   # a run per event: every group cut
+    assert _grouped_fingerprint(Assembler("dn0").feed("mysql-bin.000001", live_file(every))) == want
+    for cut in range(1, len(body)):
+        got = _grouped_fingerprint(Assembler("dn0").feed("mysql-bin.000001", live_file([cut])))
+        assert got == want, f"runs cut before event {cut} (offset {body[cut].pos})"
