@@ -349,3 +349,11 @@ def test_live_runs_cut_at_every_event_give_the_whole_files_transactions(tmp_path
     for cut in range(1, len(body)):
         got = _grouped_fingerprint(Assembler("dn0").feed("mysql-bin.000001", live_file([cut])))
         assert got == want, f"runs cut before event {cut} (offset {body[cut].pos})"
+    # the pure-Python twin takes the run's file offset too (it groups nothing)
+    from binlog import kernel_py
+    from binlog.event import Event
+    run = b"".join(e.raw for e in body[1:])
+    plain = kernel_py.scan_txns(run, 0, ctx.checksum, _KINDS, ctx.post_header_len[1], Event, ctx, len(body), 6,
+                                None, body[1].pos)[0]
+    at = {e.pos: e.raw for e in body}
+    assert len(plain) > 100 and all(at[r[1].pos] == r[1].raw for r in plain)
