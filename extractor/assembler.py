@@ -398,7 +398,8 @@ class Assembler:
         branch = self._branches.get(x.group)
         if branch is None:  # per group once: "" for the CDC's single group (ignored)
             branch = self._branches[x.group] = "" if is_cdc_single(x.group) else branch_key(self.dn_hash, x.group)
-        self._bquals[bqual_hex(xid)] = branch
+        if kernel.Maker is not None:  # the compiled scan_txns looks groups up by bqual hex
+            self._bquals[bqual_hex(xid)] = branch
         if not branch:
             self.ignoring = True
             return
@@ -484,7 +485,7 @@ class Assembler:
         txn.end = _pos(self.file, ev.pos + ev.h[3])
         txn.vtso = vtso_for_commit(self.state, None, txn.txn_id, self.storage_seq)
         self.sorter.rollback(xid, txn.vtso)
-        return self._release(txn.end)
+        return self._released(self.sorter.release(), txn.end)
 
     def _commit(self, txn: DnTxn, key, commit_tso: int | None, end: Pos) -> list[DnTxn] | None:
         txn.end = end
@@ -492,10 +493,7 @@ class Assembler:
         txn.vtso = vtso_for_commit(self.state, commit_tso, txn.txn_id, storage)
         txn.tso = commit_tso
         self.sorter.commit(key, txn.vtso)
-        return self._release(txn.end)
-
-    def _release(self, end: Pos) -> list[DnTxn] | None:
-        return self._released(self.sorter.release(), end)
+        return self._released(self.sorter.release(), txn.end)
 
     def _released(self, out: list[DnTxn], end: Pos) -> list[DnTxn] | None:
         """What a release at ``end`` gives (``out``, from the Sorter) and the quiet point it makes."""
