@@ -18,6 +18,7 @@ transaction in one call.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 from zlib import crc32
 
 from binlog.writer import put_event
@@ -26,7 +27,8 @@ HEADER_LEN = 19
 CRC_RESIDUE = 0x2144DF1C
 MAX_EVENT_SIZE = 1 << 30
 FDE = 15
-K_QUERY, K_GCN = 2, 3
+K_ROWS, K_QUERY, K_GCN, K_TABLE_MAP, K_ROWS_QUERY, K_XA_PREPARE = 1, 2, 3, 4, 5, 6
+K_BRANCH, K_TSO_COMMIT = 40, 41  # the groups only the compiled scan_txns makes
 Q_OTHER, Q_XA_START, Q_XA_COMMIT, Q_XA_ROLLBACK, Q_BEGIN, Q_COMMIT = 2, 20, 21, 22, 23, 24
 ST_MORE, ST_FDE, ST_BAD_SIZE, ST_BAD_CRC = 0, 1, 2, 3
 
@@ -110,3 +112,80 @@ def frame(out: bytearray, pos: int, timestamp: int, server_id: int, items: list)
     for item in items:
         pos = put_event(out, pos, timestamp, item[0], server_id, item[1], item[2] if len(item) > 2 else 0)
     return pos
+
+
+# -- a whole DML transaction (dumper.global_binlog) ----------------------------------------------------
+ROWS_QUERY, TABLE_MAP, IGNORABLE = 29, 19, 0x80
+_V2_ROWS = (30, 31, 32)
+
+
+def passed_rows(events: list, id_bytes: bytes, crc: int) -> list[tuple[int, bytes]]:
+    """The rows events ``events[1:]`` (after their TABLE_MAP) as ``(type_code, payload)`` with the
+    first 6 body bytes (the table id) replaced by ``id_bytes``; ``crc``: 4 when the events end with a
+    CRC32 (dropped), else 0."""
+    out = []
+    for i in range(1, len(events)):
+        raw = events[i].raw
+        if len(raw) < HEADER_LEN + 6 + crc:
+            raise ValueError(f"rows event of {len(raw)} bytes has no table id")
+        out.append((raw[4], id_bytes + raw[HEADER_LEN + 6:len(raw) - crc]))
+    return out
+
+
+def rows_pass(events: list, src_id: bytes) -> bool:
+    """Whether every rows event ``events[1:]`` passes with only its table id replaced: a v2 rows
+    event (types 30–32) with the 6-byte table id ``src_id`` and no extra data (extra-data length 2)."""
+    if len(src_id) != 6:
+        return False
+    for i in range(1, len(events)):
+        raw = events[i].raw
+        if raw[4] not in _V2_ROWS or not raw.startswith(src_id, HEADER_LEN) or raw[27:29] != b"\x02\x00":
+            return False
+    return True
+
+
+class _TupleBlock(NamedTuple):
+    db: str
+    table: str
+    table_map: bytes
+    hint: str | None
+    events: list
+    id_bytes: bytes
+    crc: int
+
+
+def frame_dml(out: bytearray, pos: int, timestamp: int, server_id: int, head: list, blocks: list,
+              cts_line: bytes, tail: list) -> int:
+    """Append a DML transaction: the events ``head`` (as ``frame``'s items), per block a ROWS_QUERY
+    (flags IGNORABLE) with its hint — the first block's with ``cts_line`` after it, or ``cts_line``
+    without its first byte when the first block has no hint; a later block's only when it has a
+    hint —, its TABLE_MAP and its rows events (``blk.rows``, or when ``blk.events`` is not None the
+    source events passed through, ``passed_rows(blk.events, blk.id_bytes, blk.crc)``), then ``tail``.
+    A block that is a tuple is ``(db, table, table_map, hint, events, id_bytes, crc)``.
+    Returns the number of events appended."""
+    items = list(head)
+    first = True
+    for blk in blocks:
+        if isinstance(blk, tuple):
+            blk = _TupleBlock(*blk)
+        hint = blk.hint
+        if first:
+            first = False
+            items.append((ROWS_QUERY, b"\x01" + (hint.encode("utf-8") + cts_line if hint else cts_line[1:]),
+                          IGNORABLE))
+        elif hint:
+            items.append((ROWS_QUERY, b"\x01" + hint.encode("utf-8"), IGNORABLE))
+        items.append((TABLE_MAP, blk.table_map))
+        events = blk.events
+        items += blk.rows if events is None else passed_rows(events, blk.id_bytes, blk.crc)
+    items += tail
+    frame(out, pos, timestamp, server_id, items)
+    return len(items)
+
+
+def scan_txns(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_event, ctx,
+              max_records: int, table_id_len: int, make_block) -> tuple[list, int, int, int]:
+    """``scan``. The compiled ``scan_txns`` also hands the common XA shapes over whole (``K_BRANCH``,
+    ``K_TSO_COMMIT`` records, see ``binlog/_kernel.pyx``); here every event comes alone and the
+    assembler's general path handles it, with the same result."""
+    return scan(data, off, checksum, kinds, query_phl, make_event, ctx, max_records)

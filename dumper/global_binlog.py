@@ -43,6 +43,7 @@ CTS_PREFIX = b"CTS::"
 _pack_xid = struct.Struct("<Q").pack
 _QUERY, _XID, _ROWS_QUERY, _TABLE_MAP = int(EventType.QUERY), int(EventType.XID), 29, int(EventType.TABLE_MAP)
 _GTID = int(EventType.GTID)
+_DML = LogicalKind.DML
 _SUPPRESS_USE = EventFlag.SUPPRESS_USE
 # MySQL writes Rows_query as an ignorable event; a reader that does not know type 29 skips it.
 _IGNORABLE = EventFlag.IGNORABLE
@@ -113,52 +114,55 @@ def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
     the TSO), server id (the txn's hint server id, else ``server_id``), size and end position, the
     payloads as given, CRC32 each. ``b""`` for a transaction that writes nothing (NONE, a heartbeat
     outside its second)."""
-    return _encode(txn, pos, server_id, heartbeat_interval)[0]
+    out = bytearray()
+    _encode(out, txn, vtso_timestamp(txn.vtso), pos, server_id, heartbeat_interval)
+    return bytes(out)
 
 
-def _encode(txn: LogicalTxn, pos: int, server_id: int, heartbeat_interval: int,
-            gtid: tuple[bytes, int, int] | None = None) -> tuple[bytes, int]:
-    """``encode_txn`` and the number of events: the transaction's events as a list of ``(type,
-    payload[, flags])``, framed in one ``binlog.kernel.frame`` call (compiled: headers, payload
-    copies and CRC32s in one C loop). ``gtid`` = (sid, gno, sequence number in the file): a GTID
-    event first (``dumper.gtid``)."""
+def _encode(out: bytearray, txn: LogicalTxn, ts: int, pos: int, server_id: int, heartbeat_interval: int,
+            gtid: tuple[bytes, int, int] | None = None) -> int:
+    """``encode_txn`` (``ts``: the txn's timestamp) appended to ``out``; returns the number of
+    events (0: nothing written).
+    A DML transaction goes in one ``binlog.kernel.frame_dml`` call (compiled: headers, payload
+    copies, the pass-through rows events' table ids and CRC32s in one C loop), the others as a
+    list of ``(type, payload[, flags])`` in one ``binlog.kernel.frame`` call. ``gtid`` = (sid,
+    gno, sequence number in the file): a GTID event first (``dumper.gtid``). On an error nothing
+    is left in ``out``."""
     kind = txn.kind
     vtso = txn.vtso
-    ts = vtso_timestamp(vtso)
     sid = txn.server_id
     if sid is None:
         sid = server_id
-    if kind is LogicalKind.DML:
-        items: list[tuple] = [_BEGIN_ITEM]
-        cts = "\n# CTS::" + vtso + ("::ARCHIVE" if txn.archive else "")
-        first = True
-        for blk in txn.blocks:
-            hint = blk.hint
-            if first:
-                first = False
-                text = hint + cts if hint else cts[1:]
-                items.append((_ROWS_QUERY, b"\x01" + text.encode("utf-8"), _IGNORABLE))
-            elif hint:
-                items.append((_ROWS_QUERY, b"\x01" + hint.encode("utf-8"), _IGNORABLE))
-            items.append((_TABLE_MAP, blk.table_map))
-            items += blk.rows
-        items.append((_XID, _pack_xid(xid_of(vtso))))
-    elif kind is LogicalKind.DDL:
+    if kind is _DML:
+        head = [_BEGIN_ITEM] if gtid is None else [(_GTID, gtid_payload(*gtid, ddl=False)), _BEGIN_ITEM]
+        cts_line = ("\n# CTS::" + vtso + ("::ARCHIVE" if txn.archive else "")).encode("ascii")
+        tail = [(_XID, _pack_xid(xid_of(vtso))), (_ROWS_QUERY, cts_marker(vtso), _IGNORABLE)]
+        at = len(out)
+        try:
+            return kernel.frame_dml(out, pos, ts, sid, head, txn.blocks, cts_line, tail)
+        except BaseException:
+            del out[at:]
+            raise
+    if kind is LogicalKind.DDL:
         if txn.query is None:
             raise DumperError(f"DDL transaction {vtso} has no QUERY payload")
         items = [(_QUERY, txn.query)]
     elif kind is LogicalKind.HEARTBEAT:
         if ts % heartbeat_interval:
-            return b"", 0
+            return 0
         items = [_BEGIN_ITEM, (_ROWS_QUERY, _HEARTBEAT_QUERY, _IGNORABLE), (_XID, _pack_xid(xid_of(vtso)))]
     else:
-        return b"", 0
-    items.append((_ROWS_QUERY, b"\x01" + CTS_PREFIX + vtso.encode("ascii"), _IGNORABLE))
+        return 0
+    items.append((_ROWS_QUERY, cts_marker(vtso), _IGNORABLE))
     if gtid is not None:
         items.insert(0, (_GTID, gtid_payload(gtid[0], gtid[1], gtid[2], ddl=kind is LogicalKind.DDL)))
-    out = bytearray()
-    kernel.frame(out, pos, ts, sid, items)
-    return bytes(out), len(items)
+    at = len(out)
+    try:
+        kernel.frame(out, pos, ts, sid, items)
+    except BaseException:
+        del out[at:]
+        raise
+    return len(items)
 
 
 def check_server_version(server_version: str) -> None:
@@ -329,38 +333,40 @@ class GlobalBinlog:
         if last is not None and vtso <= last:
             raise DumperError(f"vtso {vtso} is not above the last one written ({last}) in "
                               f"{self.directory / (self.file_name or '?')}")
+        kind = txn.kind
+        if kind is not _DML and not writes(txn, self.heartbeat_interval):
+            self.last_vtso = vtso
+            return 0
+        ts = vtso_timestamp(vtso)
         if self._fd is None:
-            if not writes(txn, self.heartbeat_interval):
-                self.last_vtso = vtso
-                return 0
-            self._open_file(1 if not self.files else file_seq(self.files[-1]) + 1, txn.timestamp)
+            self._open_file(1 if not self.files else file_seq(self.files[-1]) + 1, ts)
         gtid = None
-        if self.gtids and writes(txn, self.heartbeat_interval):
+        if self.gtids:
             if self.gtid_sid is None:
-                self.gtid_sid = sid_of(gtid_uuid(cluster_identity(txn.vtso)))
+                self.gtid_sid = sid_of(gtid_uuid(cluster_identity(vtso)))
             self.gno += 1
             self.file_txns += 1
             gtid = (self.gtid_sid, self.gno, self.file_txns)
-        data, n_events = _encode(txn, self.position, self.server_id, self.heartbeat_interval, gtid)
+        buf = self._buf
+        at = len(buf)
+        n_events = _encode(buf, txn, ts, self.position, self.server_id, self.heartbeat_interval, gtid)
         self.last_vtso = vtso
-        if not data:
-            return 0
+        size = len(buf) - at
         if _CRASH_AT and crash_point("torn"):
-            _write_all(self._fd, bytes(self._buf) + data[:len(data) // 2])
+            _write_all(self._fd, bytes(buf[:at + size // 2]))
             crash_now()
-        self._buf += data
-        self.position += len(data)
-        self.last_marker = (self.files[-1], self.position)
+        position = self.position = self.position + size
+        self.last_marker = (self.files[-1], position)
         self.events_written += n_events
         self.last_written_vtso = vtso
-        self.last_timestamp = txn.timestamp
-        self.bytes_written += len(data)
+        self.last_timestamp = ts
+        self.bytes_written += size
         self.txns_written += 1
-        if rotation_due(self.position, self.max_file_size):
+        if rotation_due(position, self.max_file_size):
             self.rotate()
-        elif len(self._buf) >= self.buffer_size:
+        elif len(buf) >= self.buffer_size:
             self._write_out()
-        return len(data)
+        return size
 
     def _write_out(self) -> None:
         buf = self._buf

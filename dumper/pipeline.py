@@ -393,6 +393,7 @@ class Pipeline:
         bytes_at_check = 0
         flush_each = settings.flush_seconds <= 0
         prejoin = self.membership.prejoin
+        should_stop = self.should_stop
         for g in merged:
             for b in g.branches:
                 if b.restart is not None:
@@ -405,7 +406,8 @@ class Pipeline:
                 raise ClusterMismatch(f"{self.out} holds a global binlog whose last transaction "
                                       f"{binlog.last_written_vtso} these DNs do not produce (they went from below "
                                       f"it to {vtso}): another cluster's output? Use a new output directory")
-            self.note_broadcast(g)
+            if g.kind in BROADCAST_KINDS:
+                self.note_broadcast(g)
             if prejoin:
                 self.prejoin(g)
             append(shape_txn(g))
@@ -424,7 +426,7 @@ class Pipeline:
             elif not flush_each and now >= next_flush:
                 binlog.flush(fsync=False)
                 next_flush = now + settings.flush_seconds
-            if self.should_stop is not None and self.should_stop():
+            if should_stop is not None and should_stop():
                 break
 
     # -- progress ------------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from merger.trace_merge import merge_by_trace
 #: nothing newer yet: the merge ends there if the output is at a whole transaction.
 IDLE = object()
 _BROADCAST = (TxnKind.HEARTBEAT, TxnKind.DDL_MARK, TxnKind.INSTRUCTION)
+_DML, _INSTRUCTION = TxnKind.DML, TxnKind.INSTRUCTION
+_END = object()
 #: ``join(dn_id, vtso)`` → ``(rank, stream)`` of a DN that a ``StorageInstChange`` at ``vtso`` adds
 #: (rank: its place in the DN order, which orders the branches of one transaction), or None.
 Join = Callable[[str, str], "tuple[int, Iterable[DnTxn]] | None"]
@@ -127,45 +129,69 @@ class _Merge:
     def __iter__(self) -> Iterator[GlobalTxn]:
         if self.idle_start:
             return
-        heap, should_stop = self.heap, self.should_stop
+        heap, should_stop, its, leaving, dn_of = self.heap, self.should_stop, self.its, self.leaving, self.dn_of
+        heappop, heappush = heapq.heappop, heapq.heappush
         last: DnTxn | None = None
+        last_vtso = ""
         held: list[DnTxn] = []
+        held_dns: set[str] = set()
         while heap:
-            vtso, rank, txn = heapq.heappop(heap)
-            if last is not None and vtso <= last.vtso and not (held and vtso == last.vtso):
-                end = txn.end or txn.start
-                what = "goes down after" if vtso < last.vtso else "repeats"
-                raise NonMonotonicMerge(f"vtso {vtso} {what} {last.vtso} (DN {last.dn} at {last.end})",
-                                        dn=txn.dn, file=end.file, offset=end.offset)
-            last = txn
-            if txn.kind is TxnKind.INSTRUCTION and not held:
+            vtso, rank, txn = heappop(heap)
+            if vtso <= last_vtso and not (held and vtso == last_vtso):
+                raise _non_monotonic(txn, last)
+            last, last_vtso = txn, vtso
+            kind = txn.kind
+            if kind is _INSTRUCTION and not held:
                 self._membership(txn)
-            if txn.xid is None or not vtso_is_tso(vtso):
+            # (a txn popped while a group is held has the group's vtso, a TSO one)
+            if txn.xid is None or (not held and not vtso_is_tso(vtso)):
                 yield _one(txn)
                 if should_stop() or not self._refill(rank):
                     return
                 continue
-            if held:
+            if held and (kind is not held[0].kind or txn.dn in held_dns):
                 _check_join(held, txn)
             held.append(txn)
-            if not self._refill(rank):
-                if txn.kind in _BROADCAST:
+            held_dns.add(txn.dn)
+            # the DN's next transaction: ``_refill``'s common case inline (one per DN transaction)
+            it = its.get(rank)
+            if it is None or rank in leaving:
+                got = self._refill(rank)
+            else:
+                nxt = next(it, _END)
+                got = nxt is not IDLE
+                if nxt is _END:
+                    del its[rank]
+                elif got:
+                    dn_of[rank] = nxt.dn
+                    heappush(heap, (nxt.vtso, rank, nxt))
+            if not got:
+                if kind in _BROADCAST:
                     # one branch per DN: the others' branches of this group are in the heap
                     while heap and heap[0][0] == vtso:
-                        held.append(heapq.heappop(heap)[2])
+                        held.append(heappop(heap)[2])
                     yield _join(held)
                     return
                 self._wait(rank)            # not provably whole: wait for the DN after all
             if not heap or heap[0][0] != vtso:
                 yield _join(held)
                 held = []
+                held_dns = set()
                 if should_stop():
                     return
 
 
+def _non_monotonic(txn: DnTxn, last: DnTxn) -> NonMonotonicMerge:
+    vtso = txn.vtso
+    end = txn.end or txn.start
+    what = "goes down after" if vtso < last.vtso else "repeats"
+    return NonMonotonicMerge(f"vtso {vtso} {what} {last.vtso} (DN {last.dn} at {last.end})",
+                             dn=txn.dn, file=end.file, offset=end.offset)
+
+
 def _one(txn: DnTxn) -> GlobalTxn:
-    blocks = merge_by_trace([txn]) if txn.kind is TxnKind.DML else txn.blocks
-    return GlobalTxn(txn.vtso, txn.kind, blocks, [txn])
+    kind = txn.kind
+    return GlobalTxn(txn.vtso, kind, merge_by_trace((txn,)) if kind is _DML else txn.blocks, [txn])
 
 
 def _check_join(held: list[DnTxn], txn: DnTxn) -> None:
@@ -181,13 +207,14 @@ def _check_join(held: list[DnTxn], txn: DnTxn) -> None:
 
 
 def _join(branches: list[DnTxn]) -> GlobalTxn:
+    """The transaction of a group of branches (``branches`` becomes its list: not reused)."""
     first = branches[0]
     kind = first.kind
-    if kind is TxnKind.HEARTBEAT:
-        blocks = []
-    elif kind is TxnKind.DML:
+    if kind is _DML:
         blocks = merge_by_trace(branches)
+    elif kind is TxnKind.HEARTBEAT:
+        blocks = []
     else:
         # DDL marks / instructions: every DN wrote the same row; not buffer-merged (§4.3 Collector).
         blocks = first.blocks
-    return GlobalTxn(first.vtso, kind, blocks, list(branches))
+    return GlobalTxn(first.vtso, kind, blocks, branches)

@@ -23,14 +23,22 @@ def merge_by_trace(branches: Sequence[DnTxn]) -> list[Block]:
     if len(branches) == 1:
         merged = list(branches[0].blocks)
     else:
+        merged = [blk for b in branches for blk in b.blocks] if len(branches) > 2 else \
+            branches[0].blocks + branches[1].blocks
         # A stable sort of the concatenation is the stable k-way merge of the (non-decreasing)
         # branch lists, and Timsort merges such runs in C.
-        merged = [blk for b in branches for blk in b.blocks]
         merged.sort(key=_TRACE)
+    n = len(merged)
+    if n > 1 and len(set(map(_TRACE, merged))) < n:
+        _drop_repeated_hints(merged)
+    return merged
+
+
+def _drop_repeated_hints(merged: list[Block]) -> None:
+    """A block whose trace id is the one before it loses its hint (sorted: equal ids are adjacent)."""
     last = None
     for i, block in enumerate(merged):
         trace = block.trace_id
         if trace == last and block.hint is not None:
             merged[i] = replace(block, hint=None, rows_query=None)
         last = trace
-    return merged

@@ -17,11 +17,11 @@ from schema_shaper.errors import (
 )
 from schema_shaper.marks import collect_history, snapshot_entries
 from schema_shaper.meta_store import MarkEntry, MetaStore, PhysEntry
-from schema_shaper.model import LogicalBlock, LogicalKind, LogicalTxn
+from schema_shaper.model import LogicalBlock, LogicalKind, LogicalTxn, PassBlock
 from schema_shaper.shaper import Shaper, is_system, shape
 
 __all__ = [
-    "BadDdl", "BadMark", "LogicalBlock", "LogicalKind", "LogicalTxn", "MarkEntry", "MetaStore", "PhysEntry",
-    "ShapeError", "Shaper", "UnknownPhysicalSchema", "UnknownTable", "ValueMismatch", "collect_history",
-    "is_system", "shape", "snapshot_entries",
+    "BadDdl", "BadMark", "LogicalBlock", "LogicalKind", "LogicalTxn", "MarkEntry", "MetaStore", "PassBlock",
+    "PhysEntry", "ShapeError", "Shaper", "UnknownPhysicalSchema", "UnknownTable", "ValueMismatch",
+    "collect_history", "is_system", "shape", "snapshot_entries",
 ]

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from binlog import kernel
 from binlog.constants import ROWS_V1_TYPES, ROWS_V2_TYPES
 from binlog.rows_events import decode_table_map
 from extractor.model import Block, DnTxn, TxnKind
@@ -35,7 +36,7 @@ from schema_shaper.ddl import CreateDatabase, DropDatabase, parse_ddl, strip_pol
 from schema_shaper.errors import BadDdl, ShapeError, UnknownPhysicalSchema, UnknownTable, ValueMismatch
 from schema_shaper.marks import mark_entries, phys_entry, snapshot_entries, where
 from schema_shaper.meta_store import Entry, MarkEntry, MetaStore
-from schema_shaper.model import LogicalBlock, LogicalKind, LogicalTxn
+from schema_shaper.model import LogicalBlock, LogicalKind, LogicalTxn, PassBlock
 from schema_shaper.query import ddl_query_payload, ddl_text
 from schema_shaper.rows import (
     PASS,
@@ -161,8 +162,9 @@ class Shaper(SchemaState):
 
     # -- DML -------------------------------------------------------------------------------------------------
     def _dml(self, g: GlobalTxn) -> LogicalTxn:
-        """The hot path: per block one dict lookup of the TABLE_MAP payload, per pass-through rows
-        event one check and one slice (the 6-byte table id replaced)."""
+        """The hot path: per block one dict lookup of the TABLE_MAP payload and, for a table that
+        passes through, one check of its rows events (``kernel.rows_pass``): they go on as read, the
+        dumper writes them with the output table id (``PassBlock``)."""
         out = []
         plans = self._plans
         tso = None
@@ -182,20 +184,13 @@ class Shaper(SchemaState):
                 plans[payload] = plan
             kind = plan.kind
             if kind == PASS:
-                idb, src = plan.id_bytes, plan.src_id
-                rows = []
-                for i in range(1, len(events)):
-                    r = events[i].raw
-                    t = r[4]
-                    # v2 rows event with this table map's 6-byte id and no extra data: replace the id.
-                    if t in _V2 and r[19:25] == src and r[27:29] == _V2_OK:
-                        rows.append((t, idb + r[25:len(r) - crc]))
-                    else:
-                        got = self._guard(lambda e=events[i], p=plan, b=blk: self._rebuild(p, b, g, e, 0), None)
-                        if got is None:
-                            break
-                        rows.append(got)
-                else:
+                if kernel.rows_pass(events, plan.src_id):
+                    passed += 1
+                    out.append(PassBlock((plan.db, plan.table, plan.table_map, blk.hint, events, plan.id_bytes,
+                                          crc)))
+                    continue
+                rows = self._pass_rows(plan, blk, g, crc)
+                if rows is not None:
                     passed += 1
                     out.append(LogicalBlock(plan.db, plan.table, plan.table_map, rows, blk.hint))
             elif kind == RESHAPE:
@@ -218,6 +213,24 @@ class Shaper(SchemaState):
         if not out:
             return LogicalTxn(g.vtso, _NONE, [], None, None, None, None, archive, g)
         return LogicalTxn(g.vtso, _DML, out, None, None, None, server_id, archive, g)
+
+    def _pass_rows(self, plan: TablePlan, blk: Block, g: GlobalTxn, crc: int) -> list[tuple[int, bytes]] | None:
+        """The rows of a pass-through table when some rows event cannot pass as read (a v1 event,
+        extra data, another table id): those are rebuilt; None when one cannot be (skipped)."""
+        idb, src = plan.id_bytes, plan.src_id
+        rows = []
+        for e in blk.events[1:]:
+            r = e.raw
+            t = r[4]
+            # v2 rows event with this table map's 6-byte id and no extra data: replace the id.
+            if t in _V2 and r[19:25] == src and r[27:29] == _V2_OK:
+                rows.append((t, idb + r[25:len(r) - crc]))
+            else:
+                got = self._guard(lambda e=e: self._rebuild(plan, blk, g, e, 0), None)
+                if got is None:
+                    return None
+                rows.append(got)
+        return rows
 
     def _reshape_rows(self, plan: TablePlan, blk: Block, g: GlobalTxn, tso: int) -> list[tuple[int, bytes]] | None:
         rows = []
