@@ -1,7 +1,10 @@
 """The optional compiled kernels: ``binlog._kernel`` (Cython: the build's per-DN scan and
-transaction framing) and ``dumper.server._framing`` (C: the dump's packet framing). Each is built
-when a C compiler (and Cython) is there and skipped with a warning otherwise; the pure-Python
-twins then run and give the same bytes. Everything else is declared in pyproject.toml."""
+transaction framing), ``extractor._sort`` (Cython: the Sorter and vtso text),
+``gbinlog.spark_engine._xkernel`` (Cython: the Spark engine's exchange codec and range placement),
+``dumper.server._framing`` (C: the dump's packet framing) and ``binlog._wire`` (C: the live DN
+client's unframing). Each is built when a C compiler (and Cython) is there and skipped with a
+warning otherwise; the pure-Python twins then run and give the same bytes. Everything else is
+declared in pyproject.toml."""
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -24,13 +27,18 @@ class OptionalBuildExt(build_ext):
 
 
 def extensions() -> list:
-    framing = [Extension("dumper.server._framing", ["dumper/server/_framing.c"], extra_compile_args=["-O2", "-g0"])]
+    framing = [Extension("dumper.server._framing", ["dumper/server/_framing.c"], extra_compile_args=["-O2", "-g0"]),
+               Extension("binlog._wire", ["binlog/_wire.c"], extra_compile_args=["-O2", "-g0"])]
     try:
         from Cython.Build import cythonize
     except ImportError:
         return framing
     return framing + cythonize([Extension("binlog._kernel", ["binlog/_kernel.pyx"], libraries=["z"],
-                                          extra_compile_args=["-O2", "-g0"])], language_level=3, quiet=True)
+                                          extra_compile_args=["-O2", "-g0"]),
+                                Extension("gbinlog.spark_engine._xkernel", ["gbinlog/spark_engine/_xkernel.pyx"],
+                                          libraries=["z"], extra_compile_args=["-O2", "-g0"]),
+                                Extension("extractor._sort", ["extractor/_sort.pyx"], extra_compile_args=["-O2", "-g0"])],
+                               language_level=3, quiet=True)
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

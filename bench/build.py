@@ -1,7 +1,7 @@
 """End-to-end build speed and memory (issue 5 Must show 6, issue 17 Must show 1). Not a test: prints numbers.
 
     .venv/bin/python bench/build.py [--events 5000000] [--dns 4] [--dir /tmp/gbinlog-bench] [--repeat 3]
-                                    [--workers auto|on|off] [--profile N]
+                                    [--workers auto|on|off] [--profile N] [--extract]
 
 Input: the simulator's ``bank`` workload on ``--dns`` DNs, ``--events`` DN events in all, cached in
 ``--dir`` (generated once; ~4 s per million events). Measured, each build in a fresh process, by
@@ -16,6 +16,8 @@ CPU seconds (user + system, ``getrusage``) because wall time on a shared machine
   largest worker's, and the CPU seconds include the workers'.
 * ``--profile N``: one more build of the 1× input in this process under cProfile, the top ``N``
   functions by own time with their share of the total (README's before/after profile).
+* ``--extract``: instead of the builds, extraction alone (scan + assembler + first-level sort of
+  every DN of the 1× input, no merge / shape / write), ``--repeat`` fresh processes, CPU min/median.
 
 The kernel in use (compiled ``binlog._kernel`` or pure Python) is printed; ``GBINLOG_PURE_PYTHON=1``
 measures the pure-Python one.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -110,6 +113,34 @@ def report(label: str, root: Path, out: Path, workers: str, repeat: int) -> dict
     return {"events": events, "cpu": cpu_min, "rss": rss, "cat_cpu": cat_cpu}
 
 
+def measure_extract(root: Path) -> None:
+    """Child process: extraction alone (scan + assembler + first-level sort, every DN, the build's GC
+    setting), its CPU seconds and the DN branches it gave."""
+    import gc
+
+    from extractor import extract, storage_sequences
+
+    dirs = dn_dirs(root)
+    seqs = storage_sequences(d.name for d in dirs)
+    gc.set_threshold(50_000, *gc.get_threshold()[1:])
+    c0 = cpu_seconds(resource.RUSAGE_SELF)
+    n = sum(1 for d in dirs for _ in extract(d, storage_seq=seqs[d.name]))
+    print(json.dumps({"cpu": cpu_seconds(resource.RUSAGE_SELF) - c0, "branches": n}))
+
+
+def report_extract(root: Path, repeat: int) -> None:
+    """``--extract``: extraction alone on ``root``, ``repeat`` fresh processes, min / median CPU."""
+    events = int((root / "events.txt").read_text())
+    runs = [json.loads(subprocess.run([sys.executable, __file__, "--measure-extract", str(root)], check=True,
+                                      capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            for _ in range(repeat)]
+    cpus = sorted(r["cpu"] for r in runs)
+    branches = runs[0]["branches"]
+    print(f"extract: {events:,} DN events → {branches:,} DN branches; CPU {cpus[0]:.3f} s min / "
+          f"{statistics.median(cpus):.3f} s median of {repeat} = {events / cpus[0]:,.0f} DN events/s, "
+          f"{cpus[0] / branches * 1e6:.1f} µs per branch")
+
+
 def profile(root: Path, out: Path, top: int) -> None:
     """One build under cProfile in this process: the top functions by own time, share of the total."""
     import cProfile
@@ -140,18 +171,27 @@ def main() -> None:
     ap.add_argument("--workers", choices=["auto", "on", "off"], default="off",
                     help="extract each DN in a worker process (auto: with more than one CPU)")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="also print the top N of a profiled build")
+    ap.add_argument("--extract", action="store_true",
+                    help="measure extraction alone (scan + assembler + sort) on the 1× input, not the build")
     ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--measure-extract", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure:
         measure(args.measure, args.out, args.workers)
         return
+    if args.measure_extract:
+        measure_extract(args.measure_extract)
+        return
     from binlog import kernel
 
     print(f"kernel: {'compiled binlog._kernel' if kernel.COMPILED else 'pure Python (binlog.kernel_py)'}")
-    big = make_input(args.dir, args.events, args.dns)
     small = make_input(args.dir, args.events // 5, args.dns)
-    out = args.dir / "build-out"
+    if args.extract:
+        report_extract(small, args.repeat)
+        return
+    big = make_input(args.dir, args.events, args.dns)
+    out = args.dir / f"build-out-{os.getpid()}"  # per run: two benches at once must not share it
     one = report("1×", small, out, args.workers, args.repeat)
     five = report("5×", big, out, args.workers, args.repeat)
     eps = five["events"] / five["cpu"]

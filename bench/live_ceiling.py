@@ -16,6 +16,7 @@ over the run, i.e. DN events per CPU-second of the service (its threads share on
 from __future__ import annotations
 
 import bisect
+import os
 import shutil
 import statistics
 import struct
@@ -161,7 +162,6 @@ class CtsWatcher:
 
 
 def cpu_seconds(pid: int) -> float:
-    import os
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -242,7 +242,8 @@ def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: f
     pct = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: float("nan"))
     return {"rate": rate, "fed": copier.done_events, "fed_rate": copier.done_events / fed_seconds,
             "n": len(lat), "missing": missing, "p50": pct(0.5), "p99": pct(0.99), "max": lat[-1] if lat else float("nan"),
-            "cpu": cpu, "events_per_cpu_s": copier.done_events / cpu if cpu else float("nan")}
+            "cpu": cpu, "events_per_cpu_s": copier.done_events / cpu if cpu else float("nan"),
+            "cpu_share": cpu / fed_seconds, "load": os.getloadavg()[0]}
 
 
 def latencies(points: dict, copier: PacedCopier, watcher: CtsWatcher, after: float) -> tuple[list[float], int]:
@@ -296,7 +297,8 @@ def ceiling(rates: list[float], seconds: float, warmup: float, cache: Path, work
         print(f"  asked {rate:>9,.0f} ev/s: fed {r['fed_rate']:>9,.0f} ev/s ({r['fed']:,} events); "
               f"commit → global binlog n={r['n']:,} p50 {r['p50']:.0f} ms p99 {r['p99']:.0f} ms "
               f"max {r['max']:.0f} ms, {r['missing']} not written; gbinlog run CPU {r['cpu']:.1f} s "
-              f"= {r['events_per_cpu_s']:,.0f} DN events per CPU-second ({verdict} p99 ≤ 1 s)", flush=True)
+              f"= {r['events_per_cpu_s']:,.0f} DN events per CPU-second, {r['cpu_share']:.0%} of a core over "
+              f"the fed seconds (load average {r['load']:.1f}) ({verdict} p99 ≤ 1 s)", flush=True)
     ok = [r["fed_rate"] for r in results if r["p99"] <= 1000 and r["missing"] == 0]
     per_cpu = statistics.median(r["events_per_cpu_s"] for r in results)
     events, cpu = batch_rate(dirs, work)
@@ -304,8 +306,16 @@ def ceiling(rates: list[float], seconds: float, warmup: float, cache: Path, work
     print(f"batch: gbinlog build of the same {events:,} DN events: {cpu:.1f} CPU s = {batch:,.0f} DN events "
           "per CPU-second")
     if ok:
-        print(f"live ceiling: {max(ok):,.0f} DN events/s with p99 ≤ 1 s = {max(ok) / batch:.2f}× the batch rate")
+        best = max((r for r in results if r["p99"] <= 1000 and r["missing"] == 0), key=lambda r: r["fed_rate"])
+        print(f"live ceiling: {max(ok):,.0f} DN events/s with p99 ≤ 1 s = {max(ok) / batch:.2f}× the batch rate "
+              f"(the service used {best['cpu_share']:.0%} of a core there; well below 100 %: it had room, the "
+              "ceiling is higher than the rates met)")
     else:
         print("live ceiling: below every rate tried")
+    missed = [r for r in results if not (r["p99"] <= 1000 and r["missing"] == 0)]
+    if missed:
+        low = min(missed, key=lambda r: r["fed_rate"])
+        print(f"lowest rate missed: {low['fed_rate']:,.0f} DN events/s with the service at {low['cpu_share']:.0%} "
+              "of a core (≥ ~90 %: the service's own ceiling; less: it waited for a CPU)")
     print(f"gbinlog run: median {per_cpu:,.0f} DN events per CPU-second over the runs = "
           f"{per_cpu / batch:.2f}× the batch build's per-CPU rate (target ≥ 0.5×)")

@@ -1,15 +1,20 @@
 """The Spark engine against the local engine (issue 17, Must show 3). Not a test: prints numbers.
 
     .venv/bin/python bench/spark.py [--events 2000000] [--dns 4] [--dir /tmp/gbinlog-bench]
-                                    [--ranges 4] [--repeat 3] [--no-warm] [--shuffle] [--cluster]
-                                    [--stream-seconds 20] [--tps 300]
+                                    [--ranges 4] [--repeat 3] [--no-warm] [--no-whole] [--shuffle]
+                                    [--cluster] [--stream-seconds 20] [--tps 300]
+
+Must show 3, one command each (README's Performance rows):
+    bench/spark.py --events 1000000 --repeat 3 --no-whole      # local[2] ÷ local[1], warm
+    bench/spark.py --events 21000000 --repeat 2 --no-warm      # the whole command vs local, 2.35 GB
 
 Input: the simulator's ``bank`` workload on ``--dns`` DNs, ``--events`` DN events (cached in
 ``--dir``, shared with bench/order.py and bench/build.py; ``--events 21000000`` is ≈ 2 GB). The
 machine is shared and noisy, so every timing is repeated (``--repeat``; min and median) and CPU
-seconds of the whole process tree (driver, JVM, Python workers) are reported next to wall time.
+seconds of the whole process tree (driver, JVM, Python workers) are reported next to wall time, and
+the 1-minute load average next to each line (other work on the machine shows there).
 
-* the whole command, as a user runs it: ``gbinlog build`` (local engine) and ``gbinlog build
+* the whole command, as a user runs it (``--no-whole``: skipped): ``gbinlog build`` (local engine) and ``gbinlog build
   --engine spark --master local[2]`` (JVM start included), wall and CPU;
 * warm sessions (what a long-lived cluster session sees): in one process per master (``local[1]``,
   ``local[2]``), session start, the first build, then ``--repeat`` builds; the phases of the best
@@ -214,6 +219,29 @@ def _mm(values: list[float]) -> str:
     return f"min {min(values):.1f} / median {statistics.median(values):.1f}"
 
 
+def _load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def whole_commands(root: Path, outs: Path, events: int, dn_args: list[str], repeat: int) -> None:
+    """``gbinlog build`` and ``gbinlog build --engine spark --master local[2]``, interleaved (the
+    machine's load hits both alike), ``repeat`` times each."""
+    local, spark_cmd = [], []
+    for _ in range(repeat):
+        local.append(whole_command(["build", *dn_args], outs / "local"))
+        spark_cmd.append(whole_command(["build", "--engine", "spark", "--master", "local[2]", *dn_args],
+                                       outs / "spark-cmd"))
+        print(f"  run: local {local[-1]['wall']:.1f} s wall / {local[-1]['cpu']:.1f} s CPU, spark "
+              f"{spark_cmd[-1]['wall']:.1f} s / {spark_cmd[-1]['cpu']:.1f} s CPU ({_load()})", flush=True)
+    lw, sw = [r["wall"] for r in local], [r["wall"] for r in spark_cmd]
+    print(f"whole command, local engine: wall {_mm(lw)} s = {events / min(lw):,.0f} events/s; "
+          f"CPU {_mm([r['cpu'] for r in local])} s")
+    print(f"whole command, --engine spark local[2]: wall {_mm(sw)} s = {events / min(sw):,.0f} events/s; "
+          f"CPU {_mm([r['cpu'] for r in spark_cmd])} s; spark ÷ local wall (min) {min(lw) / min(sw):.2f}×, "
+          f"median {statistics.median(lw) / statistics.median(sw):.2f}× ({_load()})")
+    print(f"  byte-identical to the local engine: {same_files(outs / 'spark-cmd', outs / 'local')}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=2_000_000)
@@ -223,6 +251,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
                     help="the in-session local[1]/local[2] builds (--no-warm: whole commands only)")
+    ap.add_argument("--whole", action=argparse.BooleanOptionalAction, default=True,
+                    help="the whole commands, local engine vs --engine spark (--no-whole: warm sessions only)")
     ap.add_argument("--shuffle", action="store_true")
     ap.add_argument("--cluster", action="store_true")
     ap.add_argument("--stream-seconds", type=float, default=0)
@@ -247,18 +277,10 @@ def main() -> None:
     size = sum(f.stat().st_size for d in dn_dirs(root) for f in d.iterdir())
     print(f"input: {root} — {events:,} DN events, {size / 1e9:.2f} GB on {args.dns} DNs")
     dn_args = [a for d in dn_dirs(root) for a in ("--dn", str(d))]
-    local, spark_cmd = [], []
-    for _ in range(args.repeat):   # interleaved: the machine's load hits both alike
-        local.append(whole_command(["build", *dn_args], outs / "local"))
-        spark_cmd.append(whole_command(["build", "--engine", "spark", "--master", "local[2]", *dn_args],
-                                       outs / "spark-cmd"))
-    lw, sw = [r["wall"] for r in local], [r["wall"] for r in spark_cmd]
-    print(f"whole command, local engine: wall {_mm(lw)} s = {events / min(lw):,.0f} events/s; "
-          f"CPU {_mm([r['cpu'] for r in local])} s")
-    print(f"whole command, --engine spark local[2]: wall {_mm(sw)} s = {events / min(sw):,.0f} events/s; "
-          f"CPU {_mm([r['cpu'] for r in spark_cmd])} s; spark ÷ local wall (min) {min(lw) / min(sw):.2f}×, "
-          f"median {statistics.median(lw) / statistics.median(sw):.2f}×")
-    print(f"  byte-identical to the local engine: {same_files(outs / 'spark-cmd', outs / 'local')}")
+    if args.whole:
+        whole_commands(root, outs, events, dn_args, args.repeat)
+    elif args.warm:   # the reference bytes for the warm builds
+        whole_command(["build", *dn_args], outs / "local")
     warm = {}
     modes = [("local[1]", "files"), ("local[2]", "files")] + ([("local[2]", "shuffle")] if args.shuffle else [])
     modes = modes if args.warm else []
@@ -269,16 +291,18 @@ def main() -> None:
         first, rest = r["runs"][0], r["runs"][1:]
         best = min(rest, key=lambda x: x["seconds"])
         warm[(master, exchange)] = best["seconds"]
+        warm[(master, exchange, "median")] = statistics.median(x["seconds"] for x in rest)
         phases = ", ".join(f"{k} {v:.2f}" for k, v in best["timings"].items())
         print(f"{master} exchange={exchange}, {args.ranges} ranges: session {r['session']:.1f} s, first build "
               f"{first['seconds']:.1f} s; warm {_mm([x['seconds'] for x in rest])} s = "
-              f"{events / best['seconds']:,.0f} events/s, CPU {_mm([x['cpu'] for x in rest])} s "
+              f"{events / best['seconds']:,.0f} events/s, CPU {_mm([x['cpu'] for x in rest])} s ({_load()}) "
               f"[best: {phases}; writer tasks {', '.join(f'{x:.2f}' for x in best['range_seconds'])} s]")
         print(f"  byte-identical to the local engine: "
               f"{all(same_files(Path(x['dest']), outs / 'local') for x in r['runs'])}")
     if args.warm:
-        print(f"scaling local[1] → local[2], warm (best of each): "
-              f"{warm[('local[1]', 'files')] / warm[('local[2]', 'files')]:.2f}×")
+        print(f"scaling local[1] → local[2], warm: best of each "
+              f"{warm[('local[1]', 'files')] / warm[('local[2]', 'files')]:.2f}×, median of each "
+              f"{warm[('local[1]', 'files', 'median')] / warm[('local[2]', 'files', 'median')]:.2f}× ({_load()})")
     if args.shuffle:
         print(f"exchange files vs shuffle, local[2] warm: "
               f"{warm[('local[2]', 'shuffle')] / warm[('local[2]', 'files')]:.2f}× faster")

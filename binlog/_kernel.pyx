@@ -7,7 +7,15 @@ See ``binlog/kernel_py.py`` for what each function does (the pure-Python referen
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.string cimport memcmp, memcpy
+from cpython.unicode cimport PyUnicode_DecodeLatin1, PyUnicode_DecodeUTF8
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.unicode cimport PyUnicode_Compare
+from libc.stdio cimport snprintf
+from libc.string cimport memchr, memcmp, memcpy
+from time import monotonic
+
+tuple_new = tuple.__new__
 
 
 cdef extern from "zlib.h":
@@ -19,8 +27,14 @@ cdef enum:
     MAX_EVENT_SIZE = 1 << 30
     FDE = 15
     # kinds and statement classes: the same numbers as binlog.kernel_py
+    K_ROWS = 1
     K_QUERY = 2
     K_GCN = 3
+    K_TABLE_MAP = 4
+    K_ROWS_QUERY = 5
+    K_XA_PREPARE = 6
+    K_BRANCH = 40
+    K_TSO_COMMIT = 41
     Q_OTHER = 2
     Q_XA_START = 20
     Q_XA_COMMIT = 21
@@ -135,6 +149,550 @@ cdef object _unset_of(cls):
     import sys
 
     return getattr(sys.modules[cls.__module__], "_UNSET")
+
+
+# -- scan_txns: scan, with the common XA shapes handed over whole ----------------------------------
+# A branch ``XA START xid, {[ROWS_QUERY hint] TABLE_MAP rows*}*, XA_PREPARE(one_phase=0)`` becomes
+# one record (K_BRANCH) and a ``GCN(flags & 4), XA COMMIT xid`` pair another (K_TSO_COMMIT), so the
+# assembler handles a branch in two calls. Only the exact forms the DN writes are grouped (xid
+# ``X'<hex>',X'<hex>',1|3``, hints in the CN's canonical form, no lizard GCN status variable, no
+# bad or FDE event inside); anything else comes as scan gives it. Each group carries how many plain
+# records it stands for, so the assembler can ask for them again (``scan`` from its first offset)
+# when its own state rules the fast path out.
+
+cdef inline bint py_space(unsigned char c) noexcept nogil:
+    """``chr(c).isspace()`` for a latin-1 byte (what ``str.strip`` and the regex ``\\s`` strip)."""
+    return (9 <= c <= 13) or (28 <= c <= 32) or c == 133 or c == 160
+
+
+cdef signed char HEX[256]
+
+
+cdef void _fill_hex() noexcept:
+    cdef int c
+    for c in range(256):
+        HEX[c] = -1
+    for c in range(10):
+        HEX[48 + c] = c
+    for c in range(6):
+        HEX[97 + c] = 10 + c
+        HEX[65 + c] = 10 + c
+
+
+_fill_hex()
+
+
+cdef inline int hexval(unsigned char c) noexcept nogil:
+    return HEX[c]
+
+
+cdef class _Walk:
+    """The state of one look-ahead: where it is and how many events it stepped over."""
+    cdef const unsigned char *base
+    cdef Py_ssize_t n
+    cdef bint checksum
+    cdef const unsigned char *kinds
+    cdef int query_phl
+    cdef Py_ssize_t walked
+    cdef int k, tid_len
+    cdef Py_ssize_t q, size
+
+    cdef Py_ssize_t next_record(self, Py_ssize_t off) noexcept:
+        """The offset of the next record from ``off`` as scan would give it (kind in ``k``, statement
+        start in ``q``), stepping over what scan skips; -1 at anything scan would stop at."""
+        cdef const unsigned char *p
+        cdef Py_ssize_t size, end
+        cdef unsigned int t
+        cdef int k
+        while off + HEADER_LEN <= self.n:
+            p = self.base + off
+            size = u32(p + 9)
+            if size < HEADER_LEN or size > MAX_EVENT_SIZE:
+                return -1
+            end = off + size
+            if end > self.n:
+                return -1
+            t = p[4]
+            if t == FDE:
+                return -1
+            if self.checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
+                return -1
+            self.walked += 1
+            k = self.kinds[t]
+            if k == 0:
+                off = end
+                continue
+            self.q = 0
+            if k == K_GCN:
+                if size > HEADER_LEN and not (p[HEADER_LEN] & 0x04):
+                    off = end
+                    continue
+            elif k == K_QUERY:
+                k = classify_query(p, size, self.query_phl, &self.q)
+                if k == 0:
+                    off = end
+                    continue
+            self.k = k
+            self.size = size
+            return off
+        return -1
+
+
+cdef object start_xid(const unsigned char *p, Py_ssize_t a, Py_ssize_t b):
+    """``(xid, txn_id, bqual hex, archive)`` of an ``XA START`` whose xid text is ``p[a:b]``, when it
+    has the DN's form and ``extractor.xid.parse`` decodes it the same way; else None."""
+    cdef Py_ssize_t g_end, b_end, i, glen, at, s, e
+    cdef unsigned char gtrid[128]
+    cdef int hi, lo
+    cdef unsigned long long txn_id = 0
+    while a < b and py_space(p[a]):
+        a += 1
+    while b > a and py_space(p[b - 1]):
+        b -= 1
+    if b - a < 8 or p[a] != 88 or p[a + 1] != 39 or p[b - 2] != 44 or (p[b - 1] != 49 and p[b - 1] != 51):
+        return None
+    g_end = a + 2
+    while g_end < b and p[g_end] != 39:
+        g_end += 1
+    if g_end + 4 > b or p[g_end + 1] != 44 or p[g_end + 2] != 88 or p[g_end + 3] != 39:
+        return None
+    b_end = g_end + 4
+    while b_end < b and p[b_end] != 39:
+        b_end += 1
+    if b_end >= b:
+        return None
+    glen = (g_end - a - 2) // 2
+    if (g_end - a - 2) % 2 or glen > 128:
+        return None
+    at = -1
+    for i in range(glen):
+        hi = hexval(p[a + 2 + 2 * i])
+        lo = hexval(p[a + 3 + 2 * i])
+        if hi < 0 or lo < 0 or hi >= 8:  # a non-hex digit, or a non-ASCII gtrid byte: the general way
+            return None
+        gtrid[i] = <unsigned char>(hi * 16 + lo)
+        if at < 0 and gtrid[i] == 64:
+            at = i
+    s, e = 5, (at if at >= 0 else glen)
+    if e - s < 1 or e - s > 16:
+        return None
+    for i in range(s, e):
+        hi = hexval(gtrid[i])
+        if hi < 0:
+            return None
+        txn_id = txn_id * 16 + hi
+    if txn_id >= (1ULL << 63):
+        return None
+    return (PyUnicode_DecodeLatin1(<const char *>p + a, b - a, NULL), txn_id,
+            PyBytes_FromStringAndSize(<const char *>p + g_end + 4, b_end - g_end - 4), p[b - 1] == 51)
+
+
+cdef inline Py_ssize_t digits(const unsigned char *p, Py_ssize_t i, Py_ssize_t e) noexcept nogil:
+    while i < e and 48 <= p[i] <= 57:
+        i += 1
+    return i
+
+
+cdef object canonical_hint(const unsigned char *p, Py_ssize_t e):
+    """``(trace id, server id, reduced hint)`` of a ROWS_QUERY event ``p[:e]`` (CRC cut) whose text
+    is in the CN's canonical form (``extractor.trace._CANONICAL``); else None."""
+    cdef Py_ssize_t b = HEADER_LEN + 1, i, j, seq_a, seq_b, sub_a, sub_b, srv_a, srv_b, h_end
+    cdef char buf[64]
+    cdef Py_ssize_t n
+    cdef long long server = 0
+    if e - b < 8 or memcmp(p + b, b"/*DRDS /", 8) != 0:
+        return None
+    i = b + 8
+    while i < e and p[i] != 47:
+        i += 1
+    i += 1
+    j = i
+    while j < e and p[j] != 47 and p[j] != 45 and not py_space(p[j]):
+        if p[j] >= 128:
+            return None
+        j += 1
+    if j == i or j >= e or p[j] != 45:
+        return None
+    seq_a = j + 1
+    seq_b = digits(p, seq_a, e)
+    if seq_b == seq_a or seq_b >= e or p[seq_b] != 47:
+        return None
+    sub_a = seq_b + 1
+    sub_b = digits(p, sub_a, e)
+    if sub_b >= e or p[sub_b] != 47:
+        return None
+    srv_a = sub_b + 1
+    srv_b = digits(p, srv_a, e)
+    if srv_b + 4 > e:
+        return None
+    if p[srv_b] != 47 or p[srv_b + 1] != 32 or p[srv_b + 2] != 42 or p[srv_b + 3] != 47:
+        return None
+    if seq_b - seq_a > 30 or sub_b - sub_a > 30 or srv_b - srv_a > 18:
+        return None
+    # seq.rjust(10, "0") + (sub or "0").rjust(10, "0")
+    n = 0
+    for i in range(10 - (seq_b - seq_a)):
+        buf[n] = 48
+        n += 1
+    for i in range(seq_a, seq_b):
+        buf[n] = p[i]
+        n += 1
+    if sub_b == sub_a:
+        for i in range(9):
+            buf[n] = 48
+            n += 1
+        buf[n] = 48
+        n += 1
+    else:
+        for i in range(10 - (sub_b - sub_a)):
+            buf[n] = 48
+            n += 1
+        for i in range(sub_a, sub_b):
+            buf[n] = p[i]
+            n += 1
+    for i in range(srv_a, srv_b):
+        server = server * 10 + (p[i] - 48)
+    # reduce_hint: the whole text when it ends with "*/", else up to the first "*/" after "/*DRDS"
+    if p[e - 2] == 42 and p[e - 1] == 47:
+        h_end = e
+    else:
+        h_end = b + 6
+        while not (p[h_end] == 42 and p[h_end + 1] == 47):
+            h_end += 1
+        h_end += 2
+    return (PyUnicode_DecodeLatin1(buf, n, NULL), server if srv_b > srv_a else None,
+            PyUnicode_DecodeUTF8(<const char *>p + b, h_end - b, "surrogateescape"))
+
+
+# -- objects made without their Python __init__: slots written at their offsets ---------------------
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    object PyType_GenericAlloc(PyTypeObject *tp, Py_ssize_t nitems)
+
+
+cdef class _Slots:
+    """Makes instances of a ``__slots__`` class (``binlog.Event``, the extractor's dataclasses) with
+    every slot set, as its ``__init__`` sets them, without the call (a few times cheaper)."""
+    cdef object cls
+    cdef Py_ssize_t off[24]
+    cdef Py_ssize_t n
+
+    def __init__(self, cls, names):
+        if cls.__new__ is not object.__new__ or len(names) > 24:
+            raise TypeError(f"{cls!r} cannot be made by slot offsets")
+        self.cls, self.n = cls, len(names)
+        for i, name in enumerate(names):
+            d = cls.__dict__.get(name)
+            if type(d).__name__ != "member_descriptor":
+                raise TypeError(f"{cls.__name__}.{name} is not a slot")
+            self.off[i] = (<PyMemberDescrObject *>d).d_member.offset
+
+    cdef object make(self, tuple values):
+        cdef object obj = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)
+        cdef Py_ssize_t i
+        cdef PyObject *v
+        for i in range(self.n):
+            v = <PyObject *>values[i]
+            Py_INCREF(<object>v)
+            (<PyObject **>((<char *><PyObject *>obj) + self.off[i]))[0] = v
+        return obj
+
+
+# the slots each made object gets, by name (every slot of the class: checked when a Maker is made)
+EVENT_SLOTS = ("pos", "h", "raw", "ctx", "_body")
+BLOCK_SLOTS = ("trace_id", "db", "table", "events", "hint", "rows_query")
+TXN_SLOTS = ("kind", "dn", "txn_id", "branch", "start", "xid", "vtso", "end", "tso", "blocks", "server_id", "archive",
+             "query", "db", "sql", "opened_at", "restart")
+
+
+cdef _Slots slots_of(cls, tuple names):
+    if set(names) != set(cls.__slots__):
+        raise TypeError(f"{cls.__name__}'s slots are {cls.__slots__}, the kernel sets {names}")
+    return _Slots(cls, names)
+
+
+cdef class Maker:
+    """How ``scan_txns`` makes what the assembler would for a branch of file ``file`` of DN ``dn``:
+    ``Event``s, ``Block``s and the prepared ``DnTxn`` (kind ``dml``, branch key from ``bquals``, the
+    assembler's bqual hex → branch map; no txn when the bqual is not there yet)."""
+    cdef _Slots event, block, txn
+    cdef object unset, pos_cls, file, dn, dml, ctx
+    cdef dict bquals
+    cdef double now
+    # the timestamp and server id of the last event made, as Python ints: most events repeat them
+    cdef unsigned int ts, sid
+    cdef object ts_obj, sid_obj
+    # user-table names by table id, per file as the assembler's (a DN never maps one id to two
+    # tables while a file lasts): 64 slots by the id's low bits
+    cdef unsigned long long tids[64]
+    cdef list names
+
+    def __init__(self, event_cls, block_cls, txn_cls, pos_cls, str file, str dn, dml, dict bquals):
+        self.event = slots_of(event_cls, EVENT_SLOTS)
+        self.block = slots_of(block_cls, BLOCK_SLOTS)
+        self.txn = slots_of(txn_cls, TXN_SLOTS)
+        self.unset = _unset_of(event_cls)
+        self.pos_cls, self.file, self.dn, self.dml, self.bquals = pos_cls, file, dn, dml, bquals
+        self.ts_obj = self.sid_obj = None
+        self.names = [None] * 64
+
+    cdef inline object ev(self, const unsigned char *p, Py_ssize_t off, Py_ssize_t size):
+        cdef unsigned int ts = u32(p), sid = u32(p + 5)
+        if self.ts_obj is None or ts != self.ts:
+            self.ts, self.ts_obj = ts, ts
+        if self.sid_obj is None or sid != self.sid:
+            self.sid, self.sid_obj = sid, sid
+        return self.event.make((off, (self.ts_obj, p[4], self.sid_obj, size, u32(p + 13), p[17] | (p[18] << 8)),
+                                PyBytes_FromStringAndSize(<const char *>p, size), self.ctx, self.unset))
+
+    cdef inline object table_names(self, const unsigned char *p, Py_ssize_t e, int tid_len):
+        """``table_names`` through the per-file cache (keyed by the 6 bytes after the header)."""
+        cdef unsigned long long tid = <unsigned long long>u32(p + HEADER_LEN) | (
+            <unsigned long long>(p[HEADER_LEN + 4] | (p[HEADER_LEN + 5] << 8)) << 32)
+        cdef Py_ssize_t i = tid & 63
+        if self.tids[i] == tid and self.names[i] is not None:
+            return self.names[i]
+        names = table_names(p, e, tid_len)
+        if names is not None:
+            self.tids[i] = tid
+            self.names[i] = names
+        return names
+
+
+cdef inline bint ascii_ieq(const unsigned char *p, Py_ssize_t n, const char *lit, Py_ssize_t m) noexcept nogil:
+    """``p[:n].lower() == lit`` for ASCII ``p`` (``lit`` lower-case)."""
+    cdef Py_ssize_t i
+    cdef unsigned char c
+    if n != m:
+        return False
+    for i in range(n):
+        c = p[i]
+        if 65 <= c <= 90:
+            c += 32
+        if c != <unsigned char>lit[i]:
+            return False
+    return True
+
+
+cdef object table_names(const unsigned char *p, Py_ssize_t e, int tid_len):
+    """``(db, table)`` of a TABLE_MAP ``p[:e]`` (CRC cut) of a user table (not a ``__cdc__*`` schema,
+    not one of the tables the assembler drops); None for those, for non-ASCII names, for a short event."""
+    cdef Py_ssize_t i = HEADER_LEN + tid_len + 2, db_len, t_len, db_at, t_at
+    if i >= e:
+        return None
+    db_len = p[i]
+    db_at = i + 1
+    i += db_len + 2
+    if i >= e:
+        return None
+    t_len = p[i]
+    t_at = i + 1
+    if t_at + t_len > e:
+        return None
+    for i in range(db_at, db_at + db_len):
+        if p[i] >= 128:
+            return None
+    for i in range(t_at, t_at + t_len):
+        if p[i] >= 128:
+            return None
+    if db_len >= 7 and ascii_ieq(p + db_at, 7, b"__cdc__", 7):
+        return None
+    if (ascii_ieq(p + t_at, t_len, b"__drds_redo_log", 15) or ascii_ieq(p + t_at, t_len, b"polarx_global_trx_log", 21)
+            or ascii_ieq(p + t_at, t_len, b"__drds_global_tx_log", 20)):
+        return None
+    return (PyUnicode_DecodeLatin1(<const char *>p + db_at, db_len, NULL),
+            PyUnicode_DecodeLatin1(<const char *>p + t_at, t_len, NULL))
+
+
+cdef object fake_trace(Py_ssize_t count):
+    """``extractor.trace.fake_trace_id(count)``: the count left-padded to 10 digits, then 10 zeros."""
+    cdef char buf[48]
+    cdef int n = snprintf(buf, sizeof(buf), "%010zd0000000000", count)
+    return PyUnicode_DecodeLatin1(buf, n, NULL)
+
+
+cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, int crc, Maker m,
+                       Py_ssize_t *end_out, Py_ssize_t *nrec_out):
+    """The K_BRANCH payload ``(start offset, xid, prepared DnTxn or None, last trace id)`` of the
+    branch whose XA START is at ``off``, made as the assembler makes it (blocks, trace ids, server id;
+    no DnTxn when the bqual's branch key is not in ``m.bquals`` yet); None when the branch is not in
+    the exact common form (user tables only, traces not going back)."""
+    cdef const unsigned char *p = w.base + off
+    cdef Py_ssize_t at, nrec = 1, count = 0
+    cdef object hint = None, last = None, server = None, trace, names
+    cdef list blocks = []
+    cdef list evs = None
+    xid = start_xid(p, q + 8, size - crc)
+    if xid is None:
+        return None
+    rq = None
+    at = off + size
+    while True:
+        at = w.next_record(at)
+        if at < 0:
+            return None
+        p = w.base + at
+        nrec += 1
+        if w.k == K_ROWS:
+            if evs is None or rq is not None:
+                return None
+            evs.append(m.ev(p, at, w.size))
+            count += 1
+        elif w.k == K_TABLE_MAP:
+            names = m.table_names(p, w.size - crc, w.tid_len)
+            if names is None:
+                return None
+            # the trace id: the hint's, else the previous table map's, else a fake one (§2)
+            if rq is not None:
+                trace = hint[0]
+                if last is not None and PyUnicode_Compare(trace, last) < 0:
+                    return None
+                if hint[1] is not None:
+                    server = hint[1]
+            elif last is not None:
+                trace = last
+            else:
+                trace = fake_trace(count)
+            last = trace
+            evs = [m.ev(p, at, w.size)]
+            count += 1
+            blocks.append(m.block.make((trace, names[0], names[1], evs, hint[2] if rq is not None else None, rq)))
+            rq = None
+        elif w.k == K_ROWS_QUERY:
+            if rq is not None or w.size < HEADER_LEN + 1 + crc:
+                return None
+            hint = canonical_hint(p, w.size - crc)
+            if hint is None:
+                return None
+            rq = m.ev(p, at, w.size)
+        elif w.k == K_XA_PREPARE:
+            if rq is not None or w.size <= HEADER_LEN or p[HEADER_LEN] != 0:
+                return None
+            end_out[0] = at + w.size
+            nrec_out[0] = nrec
+            branch = m.bquals.get(xid[2])
+            if branch is None:
+                return (off, xid[0], None, last)
+            # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query,
+            # db, sql, opened_at, restart)
+            return (off, xid[0], m.txn.make((m.dml, m.dn, xid[1], branch, tuple_new(m.pos_cls, (m.file, off)), xid[0],
+                                            "", None, None, blocks, server, xid[3], None, None, None, m.now,
+                                            None)), last)
+        else:
+            return None
+        at += w.size
+
+
+cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Maker m, Py_ssize_t *end_out):
+    """The K_TSO_COMMIT payload ``(GCN offset, commit TSO, Pos after the XA COMMIT, xid)`` of the GCN
+    at ``off`` and the XA COMMIT right after it (no Q_LIZARD_COMMIT_GCN); else None."""
+    cdef const unsigned char *p = w.base + off
+    cdef const unsigned char *c
+    cdef unsigned long long tso
+    cdef Py_ssize_t at, a, b
+    if size - crc - HEADER_LEN < 9:
+        return None
+    tso = <unsigned long long>u32(p + HEADER_LEN + 1) | (<unsigned long long>u32(p + HEADER_LEN + 5) << 32)
+    at = w.next_record(off + size)
+    if at < 0 or w.k != Q_XA_COMMIT:
+        return None
+    c = w.base + at
+    if memchr(c + HEADER_LEN, 200, w.q - HEADER_LEN) != NULL:
+        return None
+    a, b = w.q + 9, w.size - crc
+    if b < a:
+        return None
+    while a < b and py_space(c[a]):
+        a += 1
+    while b > a and py_space(c[b - 1]):
+        b -= 1
+    end_out[0] = at + w.size
+    return (off, tso, tuple_new(m.pos_cls, (m.file, at + w.size)), PyUnicode_DecodeLatin1(<const char *>c + a, b - a, NULL))
+
+
+def hint_of(const unsigned char[::1] raw, int crc):
+    """``canonical_hint`` of one ROWS_QUERY event (for the tests)."""
+    return canonical_hint(&raw[0], raw.shape[0] - crc) if raw.shape[0] >= HEADER_LEN + 1 + crc else None
+
+
+def xid_of(const unsigned char[::1] raw, Py_ssize_t q, int crc):
+    """``start_xid`` of one XA START event whose statement starts at ``q`` (for the tests)."""
+    return start_xid(&raw[0], q + 8, raw.shape[0] - crc)
+
+
+def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
+              Py_ssize_t max_records, int table_id_len, Maker maker):
+    """``scan`` with the common XA shapes grouped (see above): records ``(K_BRANCH, payload, n)`` and
+    ``(K_TSO_COMMIT, payload, n)`` besides scan's, ``n`` = the plain records a group stands for;
+    ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``maker`` makes the objects."""
+    cdef const unsigned char[::1] buf = data
+    cdef Py_ssize_t n = buf.shape[0]
+    cdef const unsigned char *base = &buf[0] if n else NULL
+    cdef const unsigned char *p
+    cdef Py_ssize_t size, end, q, g_end, nrec
+    cdef unsigned int t
+    cdef int k
+    cdef int crc = 4 if checksum else 0
+    cdef list out = []
+    cdef Py_ssize_t count = 0, walked = 0
+    cdef _Walk w = _Walk()
+    w.base, w.n, w.checksum, w.kinds, w.query_phl, w.tid_len = base, n, checksum, &kinds[0], query_phl, table_id_len
+    maker.ctx, maker.now = ctx, monotonic()
+    while off + HEADER_LEN <= n and count < max_records:
+        p = base + off
+        size = u32(p + 9)
+        if size < HEADER_LEN or size > MAX_EVENT_SIZE:
+            return out, off, ST_BAD_SIZE, walked
+        end = off + size
+        if end > n:
+            break
+        t = p[4]
+        if t == FDE:
+            return out, off, ST_FDE, walked
+        if checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
+            return out, off, ST_BAD_CRC, walked
+        k = kinds[t]
+        if k == 0:
+            off = end
+            walked += 1
+            continue
+        q = 0
+        if k == K_GCN:
+            if size > HEADER_LEN and not (p[HEADER_LEN] & 0x04):
+                off = end
+                walked += 1
+                continue
+            w.walked = 0
+            group = try_tso_commit(w, off, size, crc, maker, &g_end)
+            if group is not None:
+                out.append((K_TSO_COMMIT, group, 2))
+                count += 1
+                walked += 1 + w.walked
+                off = g_end
+                continue
+        elif k == K_QUERY:
+            k = classify_query(p, size, query_phl, &q)
+            if k == 0:
+                off = end
+                walked += 1
+                continue
+            if k == Q_XA_START:
+                w.walked = 0
+                group = try_branch(w, off, size, q, crc, maker, &g_end, &nrec)
+                if group is not None:
+                    out.append((K_BRANCH, group, nrec))
+                    count += 1
+                    walked += 1 + w.walked
+                    off = g_end
+                    continue
+        out.append((k, maker.ev(p, off, size), q))
+        count += 1
+        walked += 1
+        off = end
+    return out, off, ST_MORE, walked
 
 
 def frame(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list items):

@@ -7,6 +7,7 @@ compiler is there) or the pure-Python ``binlog.kernel_py``, which gives the same
 
 from __future__ import annotations
 
+import importlib
 import os
 
 from binlog import kernel_py
@@ -14,13 +15,34 @@ from binlog import kernel_py
 # the numbers scan's callers see: shared by both implementations
 HEADER_LEN, FDE = kernel_py.HEADER_LEN, kernel_py.FDE
 K_QUERY, K_GCN = kernel_py.K_QUERY, kernel_py.K_GCN
+K_ROWS, K_TABLE_MAP, K_ROWS_QUERY, K_XA_PREPARE = (kernel_py.K_ROWS, kernel_py.K_TABLE_MAP, kernel_py.K_ROWS_QUERY,
+                                                   kernel_py.K_XA_PREPARE)
+K_BRANCH, K_TSO_COMMIT = kernel_py.K_BRANCH, kernel_py.K_TSO_COMMIT
 Q_OTHER, Q_XA_START, Q_XA_COMMIT = kernel_py.Q_OTHER, kernel_py.Q_XA_START, kernel_py.Q_XA_COMMIT
 Q_XA_ROLLBACK, Q_BEGIN, Q_COMMIT = kernel_py.Q_XA_ROLLBACK, kernel_py.Q_BEGIN, kernel_py.Q_COMMIT
 ST_MORE, ST_FDE, ST_BAD_SIZE, ST_BAD_CRC = kernel_py.ST_MORE, kernel_py.ST_FDE, kernel_py.ST_BAD_SIZE, kernel_py.ST_BAD_CRC
 
 
+def pure_python() -> bool:
+    """``GBINLOG_PURE_PYTHON=1``: every compiled twin is left aside."""
+    return os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0")
+
+
+def compiled_twin(module: str, name: str):
+    """``module.name`` from a compiled module (another package's, e.g. ``extractor._sort``), or None
+    when it is not built or ``GBINLOG_PURE_PYTHON`` is set: the caller keeps its Python one."""
+    if pure_python():
+        return None
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise  # built but broken (an import cycle, a missing dependency): not a silent slow path
+        return None
+
+
 def _load():
-    if os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0"):
+    if pure_python():
         return kernel_py, False
     try:
         from binlog import _kernel
@@ -31,10 +53,12 @@ def _load():
 
 _impl, COMPILED = _load()
 scan = _impl.scan
+scan_txns = _impl.scan_txns
+# what scan_txns makes a grouped branch with (compiled only; None: no groups, every event alone)
+Maker = getattr(_impl, "Maker", None)
 frame = _impl.frame
 
-__all__ = ["COMPILED", "frame", "scan"]
-
+__all__ = ["COMPILED", "Maker", "compiled_twin", "frame", "pure_python", "scan", "scan_txns"]
 # a whole DML transaction in one call (dumper.global_binlog), and the pass-through rows check (schema_shaper)
 frame_dml = _impl.frame_dml
 rows_pass = _impl.rows_pass

@@ -223,13 +223,18 @@ class BinlogFile:
     """The events of a finite binlog file from ``start``: iterating it is ``read_events(path,
     start=start)``; ``records(kinds)`` is the fast path for a reader that wants only some events
     (``binlog.kernel.scan``: the byte loop in C, only the wanted events made ``Event`` objects),
-    from position 4 only (``scannable``). ``events`` counts the events read so far either way."""
+    from position 4 only (``scannable``). ``events`` counts the events read so far either way.
 
-    __slots__ = ("path", "start", "name", "events")
+    ``records(kinds, grouped=maker)`` is ``binlog.kernel.scan_txns`` (the assembler's table
+    ``kinds`` and ``binlog.kernel.Maker``): the common XA shapes come as one record each; ``replay(offset, n)`` gives the ``n``
+    plain records a group stands for (while the records are being read)."""
+
+    __slots__ = ("path", "start", "name", "events", "_replay")
 
     def __init__(self, path: str | os.PathLike, start: int = 4, name: str | None = None) -> None:
         self.path, self.start, self.name = path, start, name
         self.events = 0
+        self._replay: tuple | None = None
 
     @property
     def scannable(self) -> bool:
@@ -240,30 +245,45 @@ class BinlogFile:
             self.events += 1
             yield ev
 
-    def records(self, kinds: bytes, batch: int = 512) -> Iterator[list[tuple[int, Event, int]]]:
+    def records(self, kinds: bytes, batch: int = 512, grouped=None) -> Iterator[list[tuple[int, Event, int]]]:
         """Lists of at most ``batch`` ``(kind, Event, q)`` (``binlog.kernel.scan``) for the whole file (512:
         the records in flight stay a few hundred kB per DN); the same checks
-        and typed errors as ``read_events``."""
+        and typed errors as ``read_events``. ``grouped``: a ``binlog.kernel.Maker`` for
+        ``binlog.kernel.scan_txns``; None = plain records."""
         source = _source_name(self.path, self.name)
         with open(self.path, "rb") as fh:
             n = os.fstat(fh.fileno()).st_size
             if n == 0:
                 raise BadMagic("empty file, no binlog magic", source=source, offset=0)
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                yield from self._scan(mm, n, FormatContext(source=source), kinds, batch)
+                try:
+                    yield from self._scan(mm, n, FormatContext(source=source), kinds, batch, grouped)
+                finally:
+                    self._replay = None
 
-    def _scan(self, data, n: int, ctx: FormatContext, kinds: bytes, batch: int) -> Iterator[list]:
+    def replay(self, offset: int, n: int) -> list[tuple[int, Event, int]]:
+        """The ``n`` records ``binlog.kernel.scan`` gives from ``offset`` (a group's first event)."""
+        data, ctx, kinds, query_phl = self._replay
+        return kernel.scan(data, offset, ctx.checksum, kinds, query_phl, Event, ctx, n)[0]
+
+    def _scan(self, data, n: int, ctx: FormatContext, kinds: bytes, batch: int, grouped) -> Iterator[list]:
         source = ctx.source
         if n < 4:
             raise BadMagic(f"{n} bytes, shorter than the binlog magic", source=source, offset=0)
         if data[0:4] != BINLOG_MAGIC:
             raise BadMagic(f"bad magic {bytes(data[0:4]).hex()}", source=source, offset=0)
         off = 4
-        scan = kernel.scan
+        scan = kernel.scan_txns if grouped is not None else kernel.scan
         while True:
             phl = ctx.post_header_len
             query_phl = phl[EventType.QUERY - 1] if len(phl) >= EventType.QUERY else 13
-            records, off, status, walked = scan(data, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
+            self._replay = (data, ctx, kinds, query_phl)
+            if grouped is not None:
+                tid_len = 4 if len(phl) >= EventType.TABLE_MAP and phl[EventType.TABLE_MAP - 1] == 6 else 6
+                records, off, status, walked = scan(data, off, ctx.checksum, kinds, query_phl, Event, ctx, batch,
+                                                    tid_len, grouped)
+            else:
+                records, off, status, walked = scan(data, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
             self.events += walked
             if records:
                 yield records

@@ -6,6 +6,7 @@ auth scrambles. Reference: /work/shared/reference/replication-protocol.md §0-§
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 
 MAX_PAYLOAD = 0xFFFFFF  # one protocol packet; longer payloads continue in the next packet(s)
@@ -71,5 +72,51 @@ def xor_with_nonce(data: bytes, nonce: bytes) -> bytes:
     return bytes(b ^ nonce[i % len(nonce)] for i, b in enumerate(data))
 
 
+# -- the live DN client's byte loop ---------------------------------------------------------------------
+_TYPE_SIZE_END = struct.Struct("<4xB4xII")   # type_code, event_size, log_pos of an event header
+UnframeResult = tuple[bytes, int, int, int, int]
+
+
+def unframe_run_py(buf: bytes | bytearray | memoryview, off: int, pos: int, stop_types: bytes,
+                   max_size: int) -> UnframeResult:
+    """The events at ``off`` in a buffer of replication stream packets that follow one another in
+    the file from position ``pos`` (size = the packet's, log_pos = ``pos`` + size, type not flagged
+    in the 256-byte ``stop_types``, size <= ``max_size``), joined as the file holds them: (bytes,
+    offset reached, position after, events, next sequence id or -1 when none). Stops at the first
+    packet that is incomplete, a continuation, not an event, or not such an event."""
+    unpack_word, unpack = PACKET_HEADER.unpack_from, _TYPE_SIZE_END.unpack_from
+    n = len(buf)
+    parts = []
+    seq = -1
+    while off + 5 + 19 <= n:
+        word = unpack_word(buf, off)[0]
+        plen = word & 0xFFFFFF
+        end = off + 4 + plen
+        if plen >= MAX_PAYLOAD or end > n or plen < 20 or buf[off + 4] != 0:
+            break
+        type_code, size, log_pos = unpack(buf, off + 5)
+        if size != plen - 1 or log_pos != pos + size or stop_types[type_code] or size > max_size:
+            break
+        parts.append(buf[off + 5:end])
+        pos += size
+        off = end
+        seq = word >> 24
+    return b"".join(parts), off, pos, len(parts), (seq + 1) & 0xFF if seq >= 0 else -1
+
+
+def _compiled_unframe():
+    if os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from binlog._wire import unframe_run as compiled
+    except ImportError:
+        return None
+    return compiled
+
+
+unframe_run_c = _compiled_unframe()
+unframe_run = unframe_run_c or unframe_run_py
+
+
 __all__ = ["MAX_PAYLOAD", "PACKET_HEADER", "frame", "parse_error", "error_text", "native_scramble",
-           "sha2_scramble", "xor_with_nonce"]
+           "sha2_scramble", "xor_with_nonce", "unframe_run", "unframe_run_py", "unframe_run_c"]

@@ -25,6 +25,7 @@ from itertools import chain
 
 from binlog import Event, kernel
 from binlog.constants import EventType, GcnFlag, SequenceType
+from binlog.reader import BinlogFile
 from extractor import decode
 from extractor.errors import (
     BadXid,
@@ -40,7 +41,7 @@ from extractor.model import Block, DnTxn, Pos, RestartPoint, TxnKind
 from extractor.sorter import Sorter, SorterError
 from extractor.trace import fake_trace_id, parse_hint, reduce_hint
 from extractor.vtso import NO_STORAGE_SEQ, VtsoState, storage_sequence, vtso_for_commit
-from extractor.xid import branch_key, is_cdc_single, is_valid, parse, storage_hash
+from extractor.xid import bqual_hex, branch_key, is_cdc_single, is_valid, parse, storage_hash
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,9 @@ for _t in _UNSUPPORTED:
 _tuple_new = tuple.__new__
 # The kernel's scan takes the table as bytes; its GCN/QUERY kinds must be ours.
 _KINDS = bytes(_KIND_OF)
-assert (_K_QUERY, _K_GCN) == (kernel.K_QUERY, kernel.K_GCN)
+assert (_K_ROWS, _K_QUERY, _K_GCN, _K_TABLE_MAP, _K_ROWS_QUERY, _K_XA_PREPARE) == (
+    kernel.K_ROWS, kernel.K_QUERY, kernel.K_GCN, kernel.K_TABLE_MAP, kernel.K_ROWS_QUERY, kernel.K_XA_PREPARE)
+_K_BRANCH, _K_TSO_COMMIT = kernel.K_BRANCH, kernel.K_TSO_COMMIT
 _Q_XA_START, _Q_XA_COMMIT, _Q_BEGIN = kernel.Q_XA_START, kernel.Q_XA_COMMIT, kernel.Q_BEGIN
 
 
@@ -121,6 +124,7 @@ class Assembler:
         self._crc = 4
         self.point: RestartPoint | None = None  # newest quiet point not yet carried by a txn
         self._branches: dict[str, str] = {}     # XA group → branch key ("" = the CDC's single group)
+        self._bquals: dict[bytes, str] = {}     # the same by bqual hex (the kernel's grouped branches)
 
     # -- trace state of the current transaction (Transaction.processEvent_0) ----------------------
     def _reset_trace(self) -> None:
@@ -139,17 +143,48 @@ class Assembler:
     def feed(self, file: str, events: Iterable[Event]) -> Iterator[DnTxn]:
         """Assemble ``events`` of ``file``; yields the transactions each commit releases.
 
-        A whole file (``binlog.reader.BinlogFile``) is read by the kernel's scan: the byte loop
-        skips the events not in the accept set and the XA ENDs, and classifies QUERYs by their
-        statement, so Python sees ~7 of a branch's ~13 events; anything else goes event by event.
+        A whole file (``binlog.reader.BinlogFile``) is read by the kernel's ``scan_txns``: the byte
+        loop skips the events not in the accept set and the XA ENDs, classifies QUERYs by their
+        statement, and hands a common XA branch over in two records (``_branch``, ``_tso_commit``);
+        anything else goes event by event.
         """
         self.file = file
         self._tables: dict[bytes, tuple[int, str, str, str, str]] = {}
-        if getattr(events, "scannable", False):
+        maker = self._maker(file) if isinstance(events, BinlogFile) and events.scannable else None
+        if maker is not None:
+            records = chain.from_iterable(events.records(_KINDS, 128, grouped=maker))  # 128 groups ≈ 1 k events
+        elif getattr(events, "scannable", False):
             records = chain.from_iterable(events.records(_KINDS))
         else:
             records = _records_of(events)
+        yield from self._assemble(records, events)
+
+    def _maker(self, file: str):
+        """What the compiled ``scan_txns`` makes this DN's branches of ``file`` with; None without the
+        compiled kernel, or when the model's slots are not the ones it sets (every event then goes
+        alone; ``tests/test_kernel.py`` fails on that)."""
+        if kernel.Maker is None:
+            return None
+        try:
+            return kernel.Maker(Event, Block, DnTxn, Pos, file, self.dn, TxnKind.DML, self._bquals)
+        except TypeError:
+            return None
+
+    def _assemble(self, records: Iterable[tuple], source) -> Iterator[DnTxn]:
+        """The event loop over ``records``; a group the fast path turns down is replayed event by
+        event from ``source`` (its plain records, ``BinlogFile.replay``), so the state is the same."""
         for k, ev, q in records:
+            if k == _K_BRANCH:
+                if not self._branch(ev):
+                    yield from self._assemble(source.replay(ev[0], q), source)
+                continue
+            if k == _K_TSO_COMMIT:
+                released = self._tso_commit(ev)
+                if released is False:
+                    yield from self._assemble(source.replay(ev[0], q), source)
+                elif released:
+                    yield from released
+                continue
             if k == _K_ROWS:
                 blk = self.block
                 if blk is not None and self.route is None:
@@ -232,6 +267,40 @@ class Assembler:
                         self.dn, oldest.xid or "(local)", oldest.start, now - oldest.opened_at,
                         len(self.sorter.heap))
 
+    # -- the kernel's groups: a whole common XA branch, a GCN + XA COMMIT pair ----------------------
+    def _branch(self, b: tuple) -> bool:
+        """``XA START … XA_PREPARE`` of the common form in one call: ``binlog.kernel.scan_txns`` made the
+        prepared DnTxn, blocks, trace ids and all; False (nothing changed) when this state needs the
+        event-by-event rules: a transaction open, an ignored XA, a known xid, a group not seen yet or
+        ignored (no DnTxn, or its branch key "")."""
+        _start_off, xid, txn, last_trace = b
+        if txn is None or not txn.branch or self.cur is not None or self.ignoring or xid in self.by_xid \
+                or xid in self.sorter.trans:
+            return False
+        self.pending_tso, self.pending_at = -1, None
+        self.block = self.route = self.next_trace = self.hint_text = self.hint_event = None
+        self.sys = False
+        self.last_trace = last_trace
+        self.sorter.prewrite(xid, txn)
+        self.by_xid[xid] = txn
+        return True
+
+    def _tso_commit(self, c: tuple) -> list[DnTxn] | None | bool:
+        """A GCN carrying a commit TSO and the XA COMMIT right after it (``scan_txns``): the commit of a
+        prepared branch; False (nothing changed) when the event-by-event rules must see them."""
+        _gcn_off, tso, end, xid = c
+        if self.pending_tso >= 0:
+            return False
+        txn = self.by_xid.pop(xid, None)
+        if txn is None:
+            return False
+        if txn is self.cur:
+            self.cur = self.block = None
+        if tso <= 0:
+            return self._commit(txn, xid, None, end)
+        txn.end = end
+        return self._released(self.sorter.commit_tso(xid, txn, tso, self.state), end)
+
     # -- commit TSO -------------------------------------------------------------------------------
     def _commit_tso(self, value: int, ev: Event) -> None:
         if self.pending_tso >= 0:
@@ -293,7 +362,7 @@ class Assembler:
         txn = DnTxn(TxnKind.PHYSICAL_DDL, self.dn, 0, self.dn_hash, start, query=ev, db=db, sql=sql,
                     opened_at=time.monotonic())
         self.sorter.prewrite(start, txn)
-        return self._commit(txn, start, None, ev)
+        return self._commit(txn, start, None, _pos(self.file, ev.pos + ev.h[3]))
 
     def _lizard(self, raw: bytes, crc: int, phl: int) -> None:
         """Q_LIZARD_COMMIT_GCN of an XA COMMIT (DN 8.0 V1, §1.3) is its commit TSO."""
@@ -330,6 +399,7 @@ class Assembler:
         branch = self._branches.get(x.group)
         if branch is None:  # per group once: "" for the CDC's single group (ignored)
             branch = self._branches[x.group] = "" if is_cdc_single(x.group) else branch_key(self.dn_hash, x.group)
+        self._bquals[bqual_hex(xid)] = branch
         if not branch:
             self.ignoring = True
             return
@@ -361,7 +431,7 @@ class Assembler:
         # One phase: a local, non-TSO commit (the CDC avoids disorder against non-TSO txns).
         self.pending_tso, self.pending_at = -1, None
         del self.by_xid[txn.xid]
-        return self._commit(txn, txn.xid, None, ev)
+        return self._commit(txn, txn.xid, None, _pos(self.file, ev.pos + ev.h[3]))
 
     def _commit_xa(self, ev: Event, xid: str) -> list[DnTxn] | None:
         tso = self._take_tso()
@@ -381,7 +451,7 @@ class Assembler:
             return None
         if txn is self.cur:
             self.cur = self.block = None  # later rows must not land in its last block
-        return self._commit(txn, xid, tso if tso > 0 else None, ev)
+        return self._commit(txn, xid, tso if tso > 0 else None, _pos(self.file, ev.pos + ev.h[3]))
 
     def _commit_local(self, ev: Event) -> list[DnTxn] | None:
         self.pending_tso, self.pending_at = -1, None  # a non-XA commit is never a TSO transaction
@@ -398,7 +468,7 @@ class Assembler:
         if txn.xid is not None:
             self.by_xid.pop(txn.xid, None)
             key = txn.xid
-        return self._commit(txn, key, None, ev)
+        return self._commit(txn, key, None, _pos(self.file, ev.pos + ev.h[3]))
 
     def _rollback(self, ev: Event, xid: str) -> list[DnTxn] | None:
         self.pending_tso, self.pending_at = -1, None
@@ -417,8 +487,8 @@ class Assembler:
         self.sorter.rollback(xid, txn.vtso)
         return self._release(txn.end)
 
-    def _commit(self, txn: DnTxn, key, commit_tso: int | None, ev: Event) -> list[DnTxn] | None:
-        txn.end = _pos(self.file, ev.pos + ev.h[3])
+    def _commit(self, txn: DnTxn, key, commit_tso: int | None, end: Pos) -> list[DnTxn] | None:
+        txn.end = end
         storage = NO_STORAGE_SEQ if txn.kind in (TxnKind.DDL_MARK, TxnKind.INSTRUCTION) else self.storage_seq
         txn.vtso = vtso_for_commit(self.state, commit_tso, txn.txn_id, storage)
         txn.tso = commit_tso
@@ -426,8 +496,11 @@ class Assembler:
         return self._release(txn.end)
 
     def _release(self, end: Pos) -> list[DnTxn] | None:
+        return self._released(self.sorter.release(), end)
+
+    def _released(self, out: list[DnTxn], end: Pos) -> list[DnTxn] | None:
+        """What a release at ``end`` gives (``out``, from the Sorter) and the quiet point it makes."""
         sorter = self.sorter
-        out = sorter.release()
         if not sorter.wait and not self.ignoring:
             # A quiet point: nothing open, so the Sorter has just released everything (see
             # ``restart_point``); it replaces an older point that no transaction carried yet.
@@ -478,14 +551,8 @@ class Assembler:
         txn = self.cur
         if txn is None:
             raise self._error(UnexpectedEvent, "TABLE_MAP outside a transaction", ev.pos)
-        raw = ev.raw
-        # Names by table id, per file: a DN never maps one id to two tables while a file lasts.
-        named = self._tables.get(raw[19:25])
-        if named is None:
-            phl = ev.ctx.post_header_len
-            tid_len = 4 if len(phl) >= _TABLE_MAP and phl[_TABLE_MAP - 1] == 6 else 6
-            table_id, db, table = decode.table_map_names(raw, tid_len)
-            named = self._tables[raw[19:25]] = (table_id, db, table, db.lower(), table.lower())
+        key = ev.raw[19:25]
+        named = self._tables.get(key) or self._table_names(ev, key)
         table_id, db, table, db_l, table_l = named
         if db_l.startswith(_SYS_SCHEMA_PREFIX):
             self._system_table(ev, txn, table_id, db, table, db_l, table_l)
@@ -509,6 +576,15 @@ class Assembler:
         self.block = block
         if self.route is not None:
             self.route[table_id] = (block, None)
+
+    def _table_names(self, ev: Event, key: bytes) -> tuple[int, str, str, str, str]:
+        """(table id, db, table, both lower-cased) of a TABLE_MAP whose id bytes are ``key``: kept per
+        file, as a DN never maps one id to two tables while a file lasts."""
+        phl = ev.ctx.post_header_len
+        tid_len = 4 if len(phl) >= _TABLE_MAP and phl[_TABLE_MAP - 1] == 6 else 6
+        table_id, db, table = decode.table_map_names(ev.raw, tid_len)
+        named = self._tables[key] = (table_id, db, table, db.lower(), table.lower())
+        return named
 
     def _drop_table(self, table_id: int) -> None:
         if self.route is None:

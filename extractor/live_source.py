@@ -27,6 +27,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from zlib import crc32
 
 from binlog import kernel
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 _FDE, _ROTATE, _STOP, _HEARTBEAT = 15, 4, 3, 27
 _STREAM_TYPES = frozenset({_FDE, _ROTATE, _HEARTBEAT})   # handled one by one (``_event``)
+_STOP_TYPES = bytes(1 if t in _STREAM_TYPES else 0 for t in range(256))   # the same, for the unframing
 _ARTIFICIAL = EventFlag.ARTIFICIAL
 _unpack_header = HEADER_STRUCT.unpack_from
 _TYPE_SIZE_END = struct.Struct("<4xB4xII")   # type_code, event_size, log_pos of a header
@@ -70,7 +72,8 @@ class ReplicationSource(DnSource):
     """DN ``dn_id`` read over the replication protocol from ``start_file``:``start_pos``.
 
     ``start_file=None`` starts at the first file the server lists. ``should_stop()`` is checked
-    between packets; ``stop()`` (any thread) also breaks a blocking read. ``heartbeat`` asks the
+    between packets; ``stop()`` (any thread) also breaks a blocking read; ``before_wait()`` (if set)
+    is called when the next read would wait for the network (or a reconnect). ``heartbeat`` asks the
     server for a heartbeat every so many seconds while idle, so a dead link is noticed within
     ``read_timeout``. Attributes for status: ``state``, ``file``, ``pos`` (end of the last event
     handed out), ``last_event_at`` (monotonic), ``events``, ``bytes``, ``reconnects``, ``gaps``, ``last_error``.
@@ -93,6 +96,7 @@ class ReplicationSource(DnSource):
         self.should_stop = should_stop or (lambda: False)
         self.on_state = on_state
         self.on_idle: Callable[[], None] | None = None
+        self.before_wait: Callable[[], None] | None = None   # called when the next read would wait
         self.file: str = start_file or ""
         self.pos: int = start_pos if start_file else 4
         self.state = "new"
@@ -193,13 +197,22 @@ class ReplicationSource(DnSource):
             delay = min(delay * 2, self.backoff_max)
         return False
 
-    def _packets(self) -> list[bytes]:
-        """The next events (raw) from the stream; raises ``_Reconnect`` on a broken connection."""
+    def _packets(self, one: bool = False) -> list[bytes]:
+        """The next events (raw) from the stream (``one``: the next packet's alone); raises
+        ``_Reconnect`` on a broken connection."""
         if self._batch:
             batch, self._batch = self._batch, []
             return batch
+        batch = self._read(lambda stream: stream.one() if one else stream.batch())
+        if not batch:
+            raise _Reconnect("server ended the stream (EOF packet)")
+        return batch
+
+    def _read(self, how: Callable[[ReplicationClient], Any]) -> Any:
+        """``how(stream)``, its failures sorted: a fatal ERR → ``LiveSourceError``; any other ERR, a
+        protocol or network error (or the stream closed by ``stop()``) → ``_Reconnect``."""
         try:
-            batch = self._stream.batch()  # type: ignore[union-attr]
+            return how(self._stream)  # type: ignore[arg-type]
         except ServerError as exc:
             if exc.code in FATAL_SERVER_ERRORS:
                 raise LiveSourceError(f"{self._where()}: {exc}", dn=self.dn_id, file=self.file,
@@ -209,9 +222,6 @@ class ReplicationSource(DnSource):
             raise _Reconnect(str(exc)) from None
         except (OSError, ValueError, AttributeError, struct.error) as exc:  # closed by stop()
             raise _Reconnect(str(exc) or type(exc).__name__) from None
-        if not batch:
-            raise _Reconnect("server ended the stream (EOF packet)")
-        return batch
 
     # -- events -----------------------------------------------------------------------------------
     def files(self) -> Iterator[FileEvents]:
@@ -315,23 +325,58 @@ class ReplicationSource(DnSource):
         the DN, file and offset."""
         self._begin(name)
         scan, st_more = kernel.scan, kernel.ST_MORE
-        for raws in self._batches():
-            for buf, base, ctx in self._runs(raws):
-                phl = ctx.post_header_len
-                query_phl = phl[EventType.QUERY - 1] if len(phl) >= EventType.QUERY else 13
-                off, n = 0, len(buf)
-                while off < n:
-                    recs, off, status, _ = scan(buf, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
-                    if recs:
-                        for rec in recs:   # the scan counts from the run's first byte
-                            rec[1].pos += base
-                        yield recs
-                    if status == st_more and (len(recs) >= batch or off == n):
+        for buf, base, ctx in self._stream_runs():
+            phl = ctx.post_header_len
+            query_phl = phl[EventType.QUERY - 1] if len(phl) >= EventType.QUERY else 13
+            off, n = 0, len(buf)
+            while off < n:
+                recs, off, status, _ = scan(buf, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
+                if recs:
+                    for rec in recs:   # the scan counts from the run's first byte
+                        rec[1].pos += base
+                    yield recs
+                if status == st_more and (len(recs) >= batch or off == n):
+                    continue
+                h = _unpack_header(buf, off)
+                if status == kernel.ST_BAD_CRC:
+                    raise self._bad(f"CRC32 mismatch in event type {h[1]}", base + off)
+                raise self._bad(f"event of type {h[1]} and size {h[3]} cannot be read there", base + off)
+
+    def _stream_runs(self) -> Iterator[tuple[bytes, int, FormatContext]]:
+        """(bytes, file position, format context) of the current file's events, as ``_runs`` gives
+        them, until the stream moves to another file or stops. What follows one another in the file
+        comes straight out of the client's receive buffer, one compiled pass per receive
+        (``ReplicationClient.take_run``: no object per event, no join); any other packet (FDE, fake
+        ROTATE, heartbeat, an event after a gap) and events kept from an earlier batch take ``_runs``."""
+        while not self._is_stopped():
+            if not self._batch:
+                stream = self._stream
+                if self.before_wait is not None and (stream is None or not stream.has_packet()):
+                    self.before_wait()
+                if not self._ensure_connected():
+                    return
+                try:
+                    start = self.pos
+                    run, count, end = self._read(lambda stream, at=start: stream.take_run(at, _STOP_TYPES))
+                    if count:
+                        yield self._handed_run(run, count, start, end)
                         continue
-                    h = _unpack_header(buf, off)
-                    if status == kernel.ST_BAD_CRC:
-                        raise self._bad(f"CRC32 mismatch in event type {h[1]}", base + off)
-                    raise self._bad(f"event of type {h[1]} and size {h[3]} cannot be read there", base + off)
+                    batch = self._packets(one=True)
+                except _Reconnect as exc:
+                    self._lost(str(exc))
+                    continue
+            else:
+                batch, self._batch = self._batch, []
+            yield from self._runs(batch)
+            if self._pending_file is not None:
+                return
+
+    def _handed_run(self, run: bytes, count: int, start: int, end: int) -> tuple[bytes, int, FormatContext]:
+        self.pos = end
+        self.events += count
+        self.bytes += end - start
+        self.last_event_at = time.monotonic()
+        return run, start, self._ctx
 
     def _runs(self, batch: list[bytes]) -> Iterator[tuple[bytes, int, FormatContext]]:
         """(bytes, file position, format context) of each run of ``batch``'s events that follow one

@@ -18,6 +18,7 @@ import socket
 import struct
 from collections.abc import Iterator
 
+from binlog.constants import MAX_EVENT_SIZE
 from binlog.lenenc import read_packed_int
 from binlog.wire import (
     MAX_PAYLOAD,
@@ -26,6 +27,7 @@ from binlog.wire import (
     native_scramble,
     parse_error,
     sha2_scramble,
+    unframe_run,
     xor_with_nonce,
 )
 
@@ -262,6 +264,11 @@ class ReplicationClient:
         if out:
             self._off = off
             return out
+        return self.one()
+
+    def one(self) -> list[bytes]:
+        """The next stream packet's event alone (``[]`` at the server's EOF packet; ERR →
+        ``ServerError``), as ``batch()`` gives it."""
         pkt = self.read_packet()
         kind = pkt[:1]
         if kind == b"\x00":
@@ -271,6 +278,27 @@ class ReplicationClient:
         if _is_eof(pkt):
             return []
         raise ClientProtocolError(f"unexpected packet {bytes(pkt[:8]).hex()} in the binlog stream")
+
+    def has_packet(self) -> bool:
+        """A whole packet is received and not yet read (reading it will not wait)."""
+        have = len(self._buf) - self._off
+        return have >= 4 and have >= 4 + (_unpack_word(self._buf, self._off)[0] & 0xFFFFFF)
+
+    def take_run(self, pos: int, stop_types: bytes) -> tuple[bytes, int, int]:
+        """The events at the head of the stream that follow one another in the file from ``pos``
+        (no type flagged in the 256-byte ``stop_types``, no gap), as the file holds them:
+        (bytes, events, position after). One compiled pass over what was received
+        (``binlog.wire.unframe_run``), no object per event. Blocks until a whole packet is there;
+        (b"", 0, pos) when the next packet is something else (``one()`` reads it)."""
+        if len(self._buf) - self._off < 4:
+            self._fill(4)
+        need = 4 + (_unpack_word(self._buf, self._off)[0] & 0xFFFFFF)
+        if len(self._buf) - self._off < need:
+            self._fill(need)
+        run, off, end, count, seq = unframe_run(self._buf, self._off, pos, stop_types, MAX_EVENT_SIZE)
+        if count:
+            self._off, self.seq = off, seq
+        return run, count, end
 
     def events(self) -> Iterator[bytes]:
         """The events of the stream one by one, as sent, until the server's EOF packet."""

@@ -13,6 +13,9 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
+from binlog.kernel import compiled_twin
+from extractor.vtso import vtso_for_commit
+
 _PREWRITE = 0
 _DONE = 1  # Commit or Rollback
 
@@ -21,7 +24,7 @@ class SorterError(Exception):
     """A sort item that contradicts the items before it (the caller adds the position)."""
 
 
-class Sorter:
+class PySorter:
     """``items`` (sort items in binlog order) + ``wait`` (keys prewritten, not yet committed or
     rolled back) + ``heap`` (committed transactions by vtso) + ``watermark`` (W, monotone).
 
@@ -89,6 +92,14 @@ class Sorter:
             out.append(trans.pop(key))
         return out
 
+    def commit_tso(self, key: Hashable, txn: Any, tso: int, state: Any) -> list[Any]:
+        """The commit of ``txn`` with commit TSO ``tso`` > 0 (its ``vtso`` and ``tso`` set, ``state``, the
+        DN's ``VtsoState``, advanced: ``vtso_for_commit``), then ``release()``; in one call."""
+        txn.vtso = vtso = vtso_for_commit(state, tso, txn.txn_id, "")
+        txn.tso = tso
+        self.commit(key, vtso)
+        return self.release()
+
     def open_keys(self) -> list[Hashable]:
         """Keys prewritten and not yet committed or rolled back, oldest first."""
         return [v for k, v in self.items if k == _PREWRITE and v in self.wait]
@@ -103,3 +114,7 @@ class Sorter:
 
     def __len__(self) -> int:
         return len(self.trans)
+
+
+# The compiled twin (extractor/_sort.pyx: the same rules, items as a list and a head index) when built.
+Sorter = compiled_twin("extractor._sort", "Sorter") or PySorter

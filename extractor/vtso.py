@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from binlog.kernel import compiled_twin
 from extractor.xid import java_string_hash
 
 TSO_ZEROS = "0000000000000000"  # seq(10) + storageSeq(6) of a TSO transaction
@@ -61,6 +62,15 @@ class VtsoState:
             self.txn_id, self.seq = txn_id, 0
 
 
+def py_tso_vtso(tso: int, txn_id: int) -> str:
+    """The vtso of a TSO transaction: ``pad19(tso) + pad19(txnId)`` and 16 zeros."""
+    return f"{tso:019d}{txn_id:019d}{TSO_ZEROS}"
+
+
+# extractor/_sort.pyx's twin when built (the same text)
+tso_vtso = compiled_twin("extractor._sort", "tso_vtso") or py_tso_vtso
+
+
 def vtso_for_commit(state: VtsoState, commit_tso: int | None, txn_id: int, storage_seq: str) -> str:
     """The vtso of a transaction at its commit (or rollback) in the DN's binlog order.
 
@@ -72,7 +82,7 @@ def vtso_for_commit(state: VtsoState, commit_tso: int | None, txn_id: int, stora
     """
     if commit_tso is not None:
         state.try_set(commit_tso, txn_id)
-        return f"{commit_tso:019d}{txn_id:019d}{TSO_ZEROS}"
+        return tso_vtso(commit_tso, txn_id)
     state.seq += 1
     return f"{state.tso:019d}{state.txn_id:019d}{state.seq:010d}{storage_seq}"
 

@@ -49,10 +49,9 @@ def parse(xid: str) -> Xid:
     """Decode a valid xid; raises ValueError when gtrid/bqual are not what the CN writes."""
     # Fast path for the form the DN writes, X'<hex>',X'<hex>',<fmt>; anything else goes the
     # CDC's general way (split on commas, unwrap X'…').
-    g_end = xid.find("'", 2) if xid.startswith("X'") else -1
-    b_end = xid.find("'", g_end + 4) if g_end > 0 and xid.startswith(",X'", g_end + 1) else -1
-    if b_end > 0:
-        gtrid_hex, bqual_hex = xid[2:g_end], xid[g_end + 4:b_end]
+    parts = _dn_form(xid)
+    if parts is not None:
+        gtrid_hex, bqual_hex = parts
     else:
         gtrid_part, _, rest = xid.partition(",")
         gtrid_hex, bqual_hex = _unwrap(gtrid_part), _unwrap(rest.partition(",")[0])
@@ -63,6 +62,20 @@ def parse(xid: str) -> Xid:
     if not 0 <= txn_id < 1 << 63:
         raise ValueError(f"txnId {txn_id} out of range")
     return _tuple_new(Xid, (txn_id, _group(bqual_hex), xid.endswith(",3")))  # Xid(…) minus its __new__ call
+
+
+def _dn_form(xid: str) -> tuple[str, str] | None:
+    """(gtrid hex, bqual hex) of an xid in the form the DN writes, ``X'<hex>',X'<hex>',<fmt>``."""
+    g_end = xid.find("'", 2) if xid.startswith("X'") else -1
+    b_end = xid.find("'", g_end + 4) if g_end > 0 and xid.startswith(",X'", g_end + 1) else -1
+    return (xid[2:g_end], xid[g_end + 4:b_end]) if b_end > 0 else None
+
+
+def bqual_hex(xid: str) -> bytes | None:
+    """The bqual's hex digits as bytes when ``xid`` has the DN's form (``binlog.kernel.scan_txns`` keys
+    its branches by them), else None."""
+    parts = _dn_form(xid)
+    return parts[1].encode("latin-1") if parts is not None else None
 
 
 @lru_cache(maxsize=4096)

@@ -234,13 +234,11 @@ def _spark_build(dn_dirs, out, settings, master, confs) -> None:
     if missing:
         raise click.ClickException(f"DN binlog directory {', '.join(missing)} does not exist")
     try:
-        from extractor.members import check_dn_dirs
-
-        check_dn_dirs({Path(d).resolve().name: d for d in dn_dirs})     # before anything is written
+        # check_cluster: the DN set is checked before anything is written (while the JVM starts)
         result = spark_build(dn_dirs, out, server_id=settings.server_id, server_version=settings.server_version,
                              max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
                              meta_store=settings.meta_store, master=master, conf=list(confs),
-                             on_error=settings.on_error, gtids=settings.gtids)
+                             on_error=settings.on_error, gtids=settings.gtids, check_cluster=True)
     except Exception as exc:
         from binlog.errors import BinlogError
         from dumper.global_binlog import DumperError

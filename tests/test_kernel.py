@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from binlog import BinlogError, kernel, kernel_py, read_all, read_events
 from binlog.event import Event, FormatContext
 from binlog.reader import BinlogFile
-from extractor import assembler, trace
+from extractor import assembler, sorter, trace, vtso
 from extractor.source import BytesSource, list_binlog_files
+from extractor.xid import bqual_hex as xid_bqual
 from gbinlog.local_engine import Settings, build, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +44,10 @@ def test_the_compiled_kernel_is_built_and_used():
     assert _kernel is not None, "binlog._kernel is not built: pip install -e . with Cython and a C compiler"
     if os.environ.get("GBINLOG_PURE_PYTHON", "") in ("", "0"):
         assert kernel.COMPILED and kernel.scan is _kernel.scan and kernel.frame is _kernel.frame
+        # the grouped scan makes the model's objects by their slots: a field added to DnTxn, Block or
+        # Event must be added to the kernel's lists too (else every event goes alone, slowly)
+        assert assembler.Assembler("dn0")._maker("mysql-bin.000001") is not None
+        assert sorter.Sorter is not sorter.PySorter and vtso.tso_vtso is not vtso.py_tso_vtso
     out = subprocess.run([sys.executable, "-c", "import binlog.kernel as k; print(k.COMPILED)"],
                          env={**os.environ, "GBINLOG_PURE_PYTHON": "1"}, capture_output=True, text=True,
                          check=True, cwd=ROOT)
@@ -82,6 +87,9 @@ def test_compiled_pure_python_and_event_by_event_builds_are_byte_identical(name,
     assert result.dn_events == total if not left else 0.5 * total < result.dn_events < total
     with monkeypatch.context() as m:
         m.setattr(kernel, "scan", kernel_py.scan)
+        m.setattr(kernel, "scan_txns", kernel_py.scan_txns)
+        m.setattr(assembler, "Sorter", sorter.PySorter)
+        m.setattr(vtso, "tso_vtso", vtso.py_tso_vtso)
         m.setattr(kernel, "frame", kernel_py.frame)
         for name in ("frame_dml", "rows_pass"):
             m.setattr(kernel, name, getattr(kernel_py, name))
@@ -289,3 +297,151 @@ def test_rows_pass_and_passed_rows_agree_compiled_and_in_pure_python():
         with pytest.raises(ValueError):
             impl.frame_dml(bytearray(), 4, 0, 1, [], [_Block(None, b"tm", events=[*ok, _Ev(b"x" * 26)],
                                                              id_bytes=b"NEWID!", crc=4)], b"\nc", [])
+
+
+# -- scan_txns: the common XA shapes in one record each (compiled only) ------------------------------
+def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_records():
+    """On the bank fixture nearly every branch comes as K_BRANCH + K_TSO_COMMIT; replaying a group
+    gives exactly the plain records scan gives from its offset; a known group's branch comes with its
+    prepared DnTxn, its blocks holding the table maps and rows events as read."""
+    from extractor.model import Block, DnTxn, Pos, TxnKind
+
+    path = ROOT / "fixtures" / "bank-4dn" / "dn0" / "mysql-bin.000001"
+    f = BinlogFile(path)
+    kinds, bquals, made = {}, {}, 0
+    maker = kernel.Maker(Event, Block, DnTxn, Pos, path.name, "dn0", TxnKind.DML, bquals)
+    for batch in f.records(assembler._KINDS, 8, grouped=maker):  # small batches: bquals filled between
+        for k, payload, n in batch:
+            kinds[k] = kinds.get(k, 0) + 1
+            if k not in (kernel.K_BRANCH, kernel.K_TSO_COMMIT):
+                continue
+            plain = f.replay(payload[0], n)
+            assert plain[0][1].pos == payload[0] and len(plain) == n
+            if k == kernel.K_TSO_COMMIT:
+                assert plain[1][0] == kernel.Q_XA_COMMIT
+                end = plain[1][1].pos + plain[1][1].h[3]
+                assert payload[2:] == (Pos(path.name, end), plain[1][1].raw[plain[1][2] + 9:-4].decode("latin-1").strip())
+                continue
+            assert plain[0][0] == kernel.Q_XA_START and plain[-1][1].h[1] == 38
+            txn = payload[2]
+            if txn is None:  # the group's first branch: the assembler files its branch key
+                bquals[xid_bqual(payload[1])] = "branch"
+                continue
+            made += 1
+            assert (txn.xid, txn.start, txn.branch, txn.vtso, txn.end) == (payload[1], Pos(path.name, payload[0]),
+                                                                            "branch", "", None)
+            assert [(e.pos, e.h, e.raw) for b in txn.blocks for e in b.events] == [
+                (ev.pos, ev.h, ev.raw) for kk, ev, _ in plain if kk in (assembler._K_TABLE_MAP, assembler._K_ROWS)]
+    # the plain ones: heartbeats and other system-table branches
+    assert kinds[kernel.K_BRANCH] > 4 * kinds.get(kernel.Q_XA_START, 0) > 0 and made > 30
+    assert kinds[kernel.K_TSO_COMMIT] > 4 * kinds.get(kernel.Q_XA_COMMIT, 1)
+
+
+def test_a_group_the_assembler_turns_down_is_replayed_with_the_general_rules(tmp_path):
+    """A whole XA branch while a local transaction is open: scan_txns groups it, the assembler's
+    state turns the group down and the replay raises what the event-by-event path raises."""
+    from extractor import BytesSource, UnfinishedTransaction, extract
+    from tests.test_ordering_dn_writer import DnWriter, Stmt, hint, xid_text
+
+    w = DnWriter(tmp_path, "dn3")
+    x = xid_text(1, "G")
+    w.prepare(x, [Stmt("d_p00000", "t", hint=hint(1))])
+    w.commit(x, 5 << 22)
+    w.query("BEGIN", "d_p00000")
+    w.statement(Stmt("d_p00000", "t"))
+    at = w.prepare(xid_text(2, "G"), [Stmt("d_p00000", "t", hint=hint(1))])
+    w.close()
+    errors = []
+    for source in (tmp_path / "dn3", BytesSource("dn3", [(n, (tmp_path / "dn3" / n).read_bytes())
+                                                         for n in list_binlog_files(tmp_path / "dn3")])):
+        with pytest.raises(UnfinishedTransaction) as ei:
+            list(extract(source))
+        errors.append((ei.value.offset, str(ei.value)))
+    assert errors[0] == errors[1] and errors[0][0] == at
+
+
+def _event(type_code: int, body: bytes) -> bytes:
+    size = 19 + len(body) + 4
+    return bytes([0] * 4 + [type_code] + [0] * 4) + size.to_bytes(4, "little") + bytes(6) + body + b"\x9c\x9c\x9c\x9c"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_HINT_PARTS, max_size=7), st.sampled_from(["/ */", "/*/", " */", "/ */ UPDATE t", "", "*/", "/ */*/"]),
+       st.sampled_from(["/*DRDS /", "/*DRDS  /", "/*drds /", "x/*DRDS /"]))
+def test_the_compiled_hint_reader_gives_what_parse_hint_and_reduce_hint_give(fields, tail, head):
+    text = head + "/".join(fields) + tail
+    got = _kernel.hint_of(_event(29, b"\x00" + text.encode()), 4)
+    want = trace.parse_hint(text)
+    if got is not None:
+        assert want is not None and got == (want[0], want[1], trace.reduce_hint(text)), text
+    elif head == "/*DRDS /" and want is not None and text.isascii() and trace._CANONICAL.match(text):
+        assert len(want[0]) > 40, text  # only a trace id too long for the C buffer is left to Python
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.integers(0, (1 << 64) - 1), st.text(alphabet="0123456789abcdefABCDEF@-drs x", max_size=24),
+       st.text(alphabet="0123456789abcdef_GROUP@", max_size=12), st.sampled_from(["1", "3", "2", "1 ", " 3"]),
+       st.sampled_from(["", " ", "  \t"]))
+def test_the_compiled_xid_reader_gives_what_parse_gives(txn_id, gtrid_tail, group, fmt, pad):
+    from extractor.xid import bqual_hex, is_valid, parse
+
+    for gtrid in (f"drds-{txn_id:x}@{gtrid_tail}", f"drds-{gtrid_tail}"):
+        text = f"X'{gtrid.encode().hex()}',X'{group.encode().hex()}',{fmt}"
+        raw = _event(2, b"\x00" * 20 + b"XA START" + (pad + text + pad).encode())
+        got = _kernel.xid_of(raw, 39, 4)
+        if got is None:
+            continue
+        xid = (pad + text + pad).strip()
+        x = parse(xid)
+        assert is_valid(xid) and got == (xid, x.txn_id, bqual_hex(xid), x.archive), text
+
+
+_KEYS = st.sampled_from(["A", "B", "C", "D", ("f", 4)])
+_OPS = st.lists(st.tuples(st.sampled_from(["prewrite", "commit", "rollback", "release", "commit_tso"]), _KEYS,
+                          st.integers(0, 60)), max_size=40)
+
+
+class _Txn:
+    def __init__(self, txn_id: int) -> None:
+        self.txn_id, self.vtso, self.tso = txn_id, "", None
+
+    def __eq__(self, other) -> bool:
+        return (self.txn_id, self.vtso, self.tso) == (other.txn_id, other.vtso, other.tso)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_OPS)
+def test_the_compiled_sorter_follows_the_python_one(ops):
+    from extractor import _sort
+    from extractor.vtso import VtsoState
+
+    a, b = _sort.Sorter(), sorter.PySorter()
+    txns = {a: {}, b: {}}
+    states = {a: VtsoState(), b: VtsoState()}
+    for op, key, v in ops:
+        if op in ("commit", "commit_tso", "rollback") and key not in b.wait and key in b.trans:
+            continue  # a second end of one transaction: the assembler never does it
+        results = []
+        for s in (a, b):
+            txn = txns[s].setdefault(key, _Txn(v))
+            try:
+                if op == "prewrite":
+                    results.append(s.prewrite(key, txn))
+                elif op == "release":
+                    results.append(s.release())
+                elif op == "commit_tso":
+                    results.append(s.commit_tso(key, txn, v + 1, states[s]))
+                else:
+                    results.append(getattr(s, op)(key, f"{v:03d}"))
+            except sorter.SorterError as exc:
+                results.append(str(exc))
+        assert results[0] == results[1] and states[a] == states[b] and txns[a] == txns[b]
+        assert (a.watermark, a.heap, a.trans, a.wait, len(a)) == (b.watermark, b.heap, b.trans, b.wait, len(b))
+        assert (a.open_keys(), a.oldest_open(), list(a.items)) == (b.open_keys(), b.oldest_open(), list(b.items))
+
+
+@given(st.integers(0, (1 << 64) - 1), st.integers(0, (1 << 63) - 1))
+def test_the_compiled_vtso_text_is_the_python_one(tso, txn_id):
+    from extractor import _sort
+
+    assert _sort.tso_vtso(tso, txn_id) == vtso.py_tso_vtso(tso, txn_id)

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from binlog import read_events
+from binlog.wire import unframe_run_py
 from dumper.server import ServerConfig, start_in_thread
-from extractor import extract
+from extractor import extract, replication_client
 from extractor.live_source import LiveSourceError, ReplicationSource
 from extractor.replication_client import ReplicationClient, ServerError
 from extractor.source import DnSource
@@ -96,10 +97,13 @@ class _EventsOnly(DnSource):
         self.src.stop()
 
 
-@pytest.mark.parametrize("path", ["kernel scan", "events"])
-def test_fixture_dn_over_the_protocol_equals_extract_dir(dn0, path):
+@pytest.mark.parametrize("path", ["kernel scan", "kernel scan, Python unframing", "events"])
+def test_fixture_dn_over_the_protocol_equals_extract_dir(dn0, path, monkeypatch):
     """Both ways the assembler reads a live file — the kernel's scan over runs of the stream's
-    events (``records``) and event by event — give exactly ``extract(dir)``."""
+    events (``records``; the runs unframed by the compiled loop or its Python twin) and event by
+    event — give exactly ``extract(dir)``."""
+    if path == "kernel scan, Python unframing":
+        monkeypatch.setattr(replication_client, "unframe_run", unframe_run_py)
     want = fingerprint(extract(dn0))
     assert len(want) > 100 and len({e[3][0] for e in want}) == 2  # two files: the switch is covered
     with serve(dn0) as server:

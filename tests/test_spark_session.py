@@ -82,3 +82,17 @@ def test_user_jvm_choices_replace_ours():
     opts = mine["spark.driver.extraJavaOptions"].split()
     assert not set(JVM_OPTIONS) & set(opts) and opts[-2:] == ["-XX:+UseG1GC", "-XX:-TieredCompilation"]
     assert any("log4j2.configurationFile" in o for o in opts)
+
+
+@pytest.mark.slow
+def test_a_missing_dn_is_the_local_engines_one_line_error(tmp_path):
+    """The cluster check runs while the JVM starts (``check_cluster``); its error is the local
+    engine's, and nothing is written."""
+    bank = next(f for f in FIXTURES if f.name.startswith("bank"))
+    out = tmp_path / "out"
+    dirs = [d for d in dn_dirs(bank) if d.name != "dn2"]
+    result = CliRunner().invoke(main, ["build", "--engine", "spark", "--master", "local[1]", "--out", str(out),
+                                       *[a for d in dirs for a in ("--dn", str(d))]])
+    assert result.exit_code == 1, result.output
+    assert "DN dn2 is missing" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.exists()

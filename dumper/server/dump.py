@@ -10,6 +10,8 @@ buffer (``drain()``), so a slow client only slows itself.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import struct
 import time
 from dataclasses import dataclass
@@ -71,8 +73,10 @@ class BinlogDump:
         self.bytes_sent = 0
         self.events_sent = 0
         self.started_at = time.time()
-        self._pending = b""              # bytes of an event not yet complete in the file
+        self._buf = bytearray()          # file reads land here; [0:_have] = an event not yet complete
+        self._have = 0
         self._last_sent = time.monotonic()
+        self._direct: socket.socket | None = None   # see _open_direct
 
     # -- output ---------------------------------------------------------------------------------------
     def _packet(self, payload: bytes) -> bytes:
@@ -83,9 +87,44 @@ class BinlogDump:
         return self._packet(b"\0" + event)
 
     async def _send(self, data: bytes | bytearray) -> None:
-        self.writer.write(data)
         self.bytes_sent += len(data)
-        await self.writer.drain()
+        if self._direct is None:
+            self.writer.write(data)
+            await self.writer.drain()
+            return
+        transport = self.writer.transport
+        if transport.get_write_buffer_size():   # a packet the transport still holds goes first
+            transport.set_write_buffer_limits(high=0)
+            await self.writer.drain()
+            transport.set_write_buffer_limits(high=self.cfg.write_buffer)
+        await asyncio.get_running_loop().sock_sendall(self._direct, data)
+
+    def _open_direct(self) -> None:
+        """Send the stream straight from our buffer to the kernel on a plain TCP connection.
+
+        ``StreamWriter.write`` copies whatever the kernel does not take at once into the transport's
+        buffer, and a replica reading slower than we frame (always, in bulk) keeps the kernel buffer
+        full, so every byte was copied twice in user space. ``loop.sock_sendall`` sends from our
+        buffer as the socket drains. It refuses a transport's own fd, so it gets a duplicate (same
+        socket, non-blocking); packets we send through the writer (errors, EOF) wait until the
+        direct sends are done, and ``_send`` lets the transport's buffer empty before a direct one.
+        TLS connections keep the writer (the bytes must go through the TLS transport)."""
+        if self.writer.get_extra_info("ssl_object") is not None:
+            return
+        sock = self.writer.get_extra_info("socket")
+        if sock is None:
+            return
+        try:
+            direct = socket.socket(fileno=os.dup(sock.fileno()))
+        except OSError:
+            return
+        direct.setblocking(False)
+        self._direct = direct
+
+    def _close_direct(self) -> None:
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
 
     def client_checksum(self) -> str | None:
         """What the client said it handles: 'CRC32', 'NONE', or None when it never said."""
@@ -105,6 +144,7 @@ class BinlogDump:
     # -- the stream -----------------------------------------------------------------------------------
     async def run(self) -> None:
         """Stream until EOF (non-blocking) or the client goes away; DumpError → ERR 1236."""
+        self._open_direct()
         try:
             await self._run()
         except DumpError as exc:
@@ -113,6 +153,8 @@ class BinlogDump:
             await self._send(self._packet(p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, msg)))
         except (BinlogDirError, FileNotFoundError) as exc:
             await self._send(self._packet(p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, str(exc))))
+        finally:
+            self._close_direct()
 
     async def _run(self) -> None:
         req = self.request
@@ -177,12 +219,17 @@ class BinlogDump:
 
         Returns (name, fh, pos) to continue with, or (…, None, …) when the dump is over.
         """
-        self._pending = b""
+        self._have = 0
         self._last_sent = time.monotonic()
+        chunk = self.cfg.read_chunk
+        if len(self._buf) < 2 * chunk:   # the pending tail (< one chunk) + one read
+            self._buf = bytearray(2 * chunk)
         while True:
-            data = fh.read(self.cfg.read_chunk)
-            if data:
-                pos = await self._send_chunk(fh, name, pos, data)
+            # Read into one reusable buffer: a new bytes per read cost page faults (malloc trimming).
+            view = memoryview(self._buf)
+            n = fh.readinto(view[self._have:self._have + chunk])
+            if n:
+                pos = await self._send_chunk(fh, name, pos, view[:self._have + n])
                 continue
             # End of the bytes written so far.
             files = self.bdir.files()
@@ -190,24 +237,23 @@ class BinlogDump:
                 raise DumpError(f"log file '{name}' was removed from the index while being read")
             i = files.index(name)
             if i + 1 < len(files):
-                # A newer file exists, so this one is complete; a last read catches what was written
-                # just before the index changed.
-                data = fh.read(self.cfg.read_chunk)
-                if data:
-                    fh.seek(-len(data), 1)
+                # A newer file exists, so this one is complete; a last read catches what was
+                # written just before the index changed.
+                if fh.read(1):
+                    fh.seek(-1, 1)
                     continue
-                if self._pending:
-                    raise DumpError(f"log file '{name}' ends {len(self._pending)} bytes into an event at {pos}")
+                if self._have:
+                    raise DumpError(f"log file '{name}' ends {self._have} bytes into an event at {pos}")
                 return await self._next_file(fh, files[i + 1])
             if self.request.flags & BINLOG_DUMP_NON_BLOCK or self.request.server_id == 0:
                 await self._send(self._packet(p.eof_packet()))
                 return name, None, pos
             await self._idle(name, pos)
 
-    async def _send_chunk(self, fh, name: str, pos: int, data: bytes) -> int:
-        """Frame and send the whole events of ``pending + data`` (file offset ``pos``); keep the
-        incomplete tail as pending. Returns the file offset of the pending bytes."""
-        buf = self._pending + data if self._pending else data
+    async def _send_chunk(self, fh, name: str, pos: int, buf: memoryview | bytes) -> int:
+        """Frame and send the whole events of ``buf`` (the pending tail and what was just read, at
+        file offset ``pos``); keep the incomplete tail at the start of ``self._buf``. Returns the
+        file offset of the pending bytes."""
         out, off, self.seq, count = frame_events(buf, 0, self.seq)
         pieces = [out]
         # The byte loop stops at an incomplete, oversized or impossible event.
@@ -219,8 +265,8 @@ class BinlogDump:
             if off + size > len(buf):
                 if size < self.cfg.read_chunk:
                     break
-                # A big event: read the rest of it at once.
-                buf = buf[off:] + fh.read(off + size - len(buf))
+                # A big event: read the rest of it at once (outside the reusable buffer).
+                buf = bytes(buf[off:]) + fh.read(off + size - len(buf))
                 pos += off
                 off = 0
                 if size > len(buf):
@@ -232,7 +278,13 @@ class BinlogDump:
             more, off, self.seq, n = frame_events(buf, off, self.seq)
             pieces.append(more)
             count += n
-        self._pending = buf[off:]
+        rest = len(buf) - off
+        if rest + self.cfg.read_chunk > len(self._buf):
+            # The start of a big event still being written: a new buffer it fits in with the next
+            # read (the old one stays exported by the caller's view, so it is replaced, not resized).
+            self._buf = bytearray(rest + self.cfg.read_chunk)
+        self._buf[:rest] = bytes(buf[off:])
+        self._have = rest
         pos += off
         if count:
             self.position = pos
@@ -272,5 +324,5 @@ class BinlogDump:
         if period > 0:
             wait = max(0.001, min(wait, self._last_sent + period - now))
         await self.server.wait_for_change(wait)
-        if self.bdir.size(name) < pos + len(self._pending):
+        if self.bdir.size(name) < pos + self._have:
             raise DumpError(f"log file '{name}' was truncated below {pos} while being read")

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from gbinlog.spark_engine.datasource import DnSpec, PartSpec, ReadPlan, partition_keys
 from gbinlog.spark_engine.errors import in_task, reraise
 from gbinlog.spark_engine.layout import finish_files
+from gbinlog.spark_engine.plan import DnSpec, PartSpec, ReadPlan, partition_keys
 
 TMP_DIR = ".spark-ranges"
 
@@ -96,9 +96,11 @@ def input_bytes(dns: Sequence[DnSpec]) -> int:
     return sum((Path(d.dir) / n).stat().st_size for d in dns for n in list_binlog_files(Path(d.dir)))
 
 
-def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = None) -> ReadPlan:
+def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = None,
+               samples: list | None = None) -> ReadPlan:
     """The read plan: input partitions (per DN, cut at the given restart points) and ``ranges``
-    output ranges balanced by bytes over the TSO line."""
+    output ranges balanced by bytes over the TSO line (``samples``: the DNs' ``tso_samples``,
+    read here when not given)."""
     from gbinlog.spark_engine.ranges import range_bounds, tso_samples
 
     parts: list[PartSpec] = []
@@ -110,19 +112,13 @@ def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = 
                                   tuple(start[2:]) if start else None))
             start = (p.file, p.offset, p.tso, p.txn_id, p.seq)
         parts.append(PartSpec(i, start[0:2] if start else None, None, tuple(start[2:]) if start else None))
-    bounds = range_bounds([tso_samples(d.dir) for d in dns], ranges) if ranges > 1 else []
+    if ranges > 1 and samples is None:
+        samples = [tso_samples(d.dir) for d in dns]
+    bounds = range_bounds(samples, ranges) if ranges > 1 else []
     return ReadPlan(dns, parts, bounds, partition_keys(len(bounds) + 1))
 
 
 # -- one range (executor) ---------------------------------------------------------------------------
-
-def _count_events(data: bytes) -> int:
-    n = off = 0
-    while off < len(data):
-        off += int.from_bytes(data[off + 9:off + 13], "little")
-        n += 1
-    return n
-
 
 def render_range(settings: RangeSettings, entries: list, rng: int, streams: list[Iterator]) -> dict:
     """One output range: the DNs' transactions in it (``streams``, per DN in DN order) → merged,
@@ -135,6 +131,7 @@ def render_range(settings: RangeSettings, entries: list, rng: int, streams: list
     from dumper.global_binlog import encode_txn, file_start
     from gbinlog.spark_engine.exchange import until
     from gbinlog.spark_engine.layout import pack_u32
+    from gbinlog.spark_engine.xkernel import count_events
     from merger import merge
     from schema_shaper import Shaper, shape
 
@@ -174,15 +171,13 @@ def render_range(settings: RangeSettings, entries: list, rng: int, streams: list
                 pos += len(data)
                 sizes.append(len(data))
                 stamps.append(lt.timestamp)
-                events += _count_events(data)
+                events += count_events(data)
                 last_written = lt.vtso
                 first_written = first_written or lt.vtso
                 if len(out) >= 1 << 22:
                     fh.write(out)
                     out.clear()
-        fh.write(out)
-        fh.flush()
-        os.fsync(fh.fileno())
+        fh.write(out)     # no fsync: a temporary file; the final files are synced once placed
     info = {"points": points, "last_of": last_of, "broadcasts": broadcasts}
     return {"rng": rng, "txns": txns, "written": len(sizes), "events": events, "size": pos,
             "first_ts": stamps[0] if stamps else -1, "last_ts": stamps[-1] if stamps else -1,
@@ -197,7 +192,10 @@ def write_range_files(settings: RangeSettings, plan: ReadPlan, history, rng: int
     from gbinlog.spark_engine.exchange import range_streams
 
     entries = history.value if hasattr(history, "value") else history
-    yield render_range(settings, entries, rng, range_streams(plan, settings.tmp_dir, rng))
+    cpu = time.process_time()
+    row = render_range(settings, entries, rng, range_streams(plan, settings.tmp_dir, rng))
+    row["cpu"] = time.process_time() - cpu
+    yield row
 
 
 # -- the job (driver) -------------------------------------------------------------------------------
@@ -260,7 +258,7 @@ def _session(spark, master: str | None, conf: dict[str, str]):
     """``(session, own)``: the given session, else the embedding application's active one (kept),
     else a new one (``own``: stopped by the build)."""
     from gbinlog.local_engine import BuildError
-    from gbinlog.spark_engine.session import SparkUnavailable, spark_session
+    from gbinlog.spark_engine.session import SparkUnavailable, spark_context
 
     if spark is not None:
         return spark, False
@@ -270,9 +268,64 @@ def _session(spark, master: str | None, conf: dict[str, str]):
     if active is not None:  # embedded in an application that has its session: use it, keep it
         return active, False
     try:
-        return spark_session(master, conf), True
+        return spark_context(master, conf), True   # tasks only: no SQL session needed
     except SparkUnavailable as exc:
         raise BuildError(str(exc)) from None
+
+
+def _read_inputs(dns: list[DnSpec], check_cluster: bool) -> tuple[dict[str, int | None], list]:
+    """What the driver reads of the inputs before the jobs: the cluster checks (``check_cluster``:
+    ``check_dn_dirs``, a byte search over every file), the DN server ids, the TSO samples."""
+    from gbinlog.spark_engine.ranges import tso_samples
+
+    if check_cluster:
+        from extractor.members import check_dn_dirs
+
+        check_dn_dirs({d.dn: d.dir for d in dns})
+    return _check_inputs(dns), [tso_samples(d.dir) for d in dns]
+
+
+def _session_and_inputs(spark, master: str | None, conf: dict[str, str], dns: list[DnSpec], check_cluster: bool):
+    """``(session, own, _read_inputs(...))``: the inputs are read in a thread while the JVM starts
+    (2.35 GB: ≈ 7 s of checks and samples against ≈ 4 s of session start, bench/spark.py). An input
+    error wins over a session error, as when the inputs were checked first; a session this
+    started is stopped when the inputs fail."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="gbinlog-inputs") as pool:
+        inputs = pool.submit(_read_inputs, dns, check_cluster)
+        try:
+            spark, own = _session(spark, master, conf)
+        except BaseException:
+            inputs.result()
+            raise
+        try:
+            if own and not inputs.done():
+                _warm_workers(spark)
+            return spark, own, inputs.result()
+        except BaseException:
+            if own:
+                spark.stop()
+            raise
+
+
+def _warm_workers(spark) -> None:
+    """While the inputs are still being read: one small job that starts the Python workers and
+    imports the task modules in them (a first job's ≈ 1.5–2 s, moved off the build's path)."""
+    n = spark.sparkContext.defaultParallelism
+    try:
+        spark.sparkContext.parallelize(range(n), n).map(_import_task_modules).collect()
+    except Exception:  # noqa: BLE001 - best effort: the build's own jobs report any real failure
+        pass
+
+
+def _import_task_modules(_) -> int:
+    import gbinlog.spark_engine.exchange  # noqa: F401
+    import gbinlog.spark_engine.layout  # noqa: F401
+    from merger import merge  # noqa: F401
+    from schema_shaper import Shaper  # noqa: F401
+
+    return os.getpid()
 
 
 def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float],
@@ -290,7 +343,7 @@ def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
         if exchange == "shuffle":
             from gbinlog.spark_engine.shuffle import shuffle_jobs
 
-            rows, history = shuffle_jobs(spark, plan, settings, timings)
+            rows, history = shuffle_jobs(getattr(spark, "session", spark), plan, settings, timings)
         else:
             rows, history = _file_jobs(spark, plan, settings, timings)
     except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error
@@ -316,6 +369,9 @@ def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
     timings["extract+history"] = time.perf_counter() - t0
     rows = sc.parallelize(range(n_ranges), n_ranges).mapPartitions(
         _one_task(partial(write_range_files, settings, plan, history))).collect()
+    # CPU inside the task functions (bench/spark.py: the rest of the workers' CPU is Spark's)
+    timings["extract tasks cpu"] = sum(p["cpu"] for p in parts)
+    timings["write tasks cpu"] = sum(r["cpu"] for r in rows)
     return rows, history
 
 
@@ -337,14 +393,15 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
           server_version: str | None = None, max_file_size: int | None = None,
           heartbeat_interval: int | None = None, meta_store: str = "meta.db", on_error: str = "raise",
           master: str | None = None, conf=None, spark=None, ranges: int | None = None,
-          splits: dict[str, list] | None = None, gtids: bool = True) -> BuildResult:
+          splits: dict[str, list] | None = None, gtids: bool = True, check_cluster: bool = False) -> BuildResult:
     """``gbinlog build --engine spark``: the global binlog of ``dn_dirs`` in ``out_dir`` (a new
     directory), the same files, index, state.json and meta store the local engine writes.
 
     ``spark``: an existing session (else one from ``master``/``conf``, stopped at the end).
     ``ranges``: output ranges (default: input size / ``max_file_size``, at least one per core; or
     ``--conf spark.gbinlog.ranges=N``). ``splits``: per DN id, restart points to cut its input at
-    (more input partitions than DNs). Errors are the local engine's types (``BuildError``,
+    (more input partitions than DNs). ``check_cluster``: the DN set is one whole cluster
+    (``extractor.members.check_dn_dirs``, as the local engine checks). Errors are the local engine's types (``BuildError``,
     ``ClusterMismatch``, ``OrderingError``, ``BinlogError``, ``ShapeError``).
     """
     from dumper.global_binlog import DEFAULT_MAX_FILE_SIZE, DEFAULT_SERVER_VERSION, HEARTBEAT_INTERVAL
@@ -357,13 +414,12 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     out = Path(out_dir)
     _check_output(out)
     dns = dn_specs(dn_dirs)
-    server_ids = _check_inputs(dns)
-    spark, own = _session(spark, master, conf)
+    spark, own, (server_ids, samples) = _session_and_inputs(spark, master, conf, dns, check_cluster)
     try:
         if ranges is None:
             setting = _setting(spark, conf, "ranges", None)
             ranges = int(setting) if setting else default_ranges(dns, max_file_size, spark.sparkContext.defaultParallelism)
-        plan = plan_build(dns, ranges, splits)
+        plan = plan_build(dns, ranges, splits, samples)
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / TMP_DIR
         shutil.rmtree(tmp, ignore_errors=True)

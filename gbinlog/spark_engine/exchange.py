@@ -7,8 +7,8 @@ enter the JVM: Spark schedules two waves of Python tasks and carries only small 
 
 1. ``extract_part`` (one task per input partition, a DN byte range): ``extract`` → for every
    transaction its output range (by the plan's vtso bounds) → appended to the file
-   ``x-<part>-<range>`` in the build's temporary directory, as the local engine's worker pipe
-   carries them (``extractor.txn_codec.encode_txn``, pickled in batches). Returns its counts, the
+   ``x-<part>-<range>`` in the build's temporary directory as records (``xkernel.encode_record``:
+   the scalar fields packed, then the worker pipe's body frame, ``extractor.txn_codec``). Returns its counts, the
    few transactions the schema history needs (DDL marks, physical DDLs) and its ``StorageInstChange``
    instructions with its last vtso (``scale_in``: which DNs left, and where).
 2. ``range_streams`` (in each range's writer task): per DN, its partitions' files for that range
@@ -21,18 +21,20 @@ output directory) on a file system every executor shares with the driver.
 from __future__ import annotations
 
 import bisect
-import pickle
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from extractor.model import DnTxn
-from extractor.txn_codec import BodyDecoder, encode_txn, txn_from_fields
-from gbinlog.spark_engine.datasource import ReadPlan, part_txns
+from extractor.model import DnTxn, TxnKind
+from extractor.txn_codec import BodyDecoder, CodecError, txn_fields, txn_from_fields
 from gbinlog.spark_engine.errors import in_task
+from gbinlog.spark_engine.plan import ReadPlan, part_txns
+from gbinlog.spark_engine.xkernel import RecordReader, decode_body, encode_body, encode_record
 from merger.membership import storage_change
 
 BATCH = 512
-HISTORY_KINDS = ("ddl_mark", "physical_ddl")   # the rows the driver needs before shaping
+HISTORY_KINDS = (TxnKind.DDL_MARK, TxnKind.PHYSICAL_DDL)   # the rows the driver needs before shaping
+CHUNK = 4 << 20
 
 
 def part_file(tmp_dir: str, part: int, rng: int) -> Path:
@@ -42,7 +44,7 @@ def part_file(tmp_dir: str, part: int, rng: int) -> Path:
 def decode_txns(encoded: Iterable[tuple], decoder: BodyDecoder) -> Iterator[DnTxn]:
     for fields, body in encoded:
         t = txn_from_fields(fields)
-        decoder.decode(body, t)
+        decode_body(body, t, decoder)
         yield t
 
 
@@ -57,7 +59,8 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
     history: list[tuple] = []
     instructions: list[list] = []
     last = ""
-    dump = pickle.dump
+    record = encode_record
+    cpu = time.process_time()
     try:
         rng, lo, hi = 0, "", bounds[0] if bounds else None
         for t in part_txns(plan, index):
@@ -65,30 +68,29 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
             if v < lo or hi is not None and v >= hi:   # into the next range (a DN's vtsos ascend)
                 rng = bisect.bisect_right(bounds, v)
                 lo, hi = bounds[rng - 1] if rng else "", bounds[rng] if rng < len(bounds) else None
-            enc = encode_txn(t)
             last = v
-            kind = enc[0][0]
+            kind = t.kind
             if kind in HISTORY_KINDS:
-                history.append(enc)
-            elif kind == "instruction" and (storage := storage_change(t)) is not None:
+                history.append((txn_fields(t), encode_body(t)))
+            elif kind is TxnKind.INSTRUCTION and (storage := storage_change(t)) is not None:
                 instructions.append([v, storage])
             batch = pending.get(rng)
             if batch is None:
                 batch = pending[rng] = []
                 files[rng] = open(part_file(tmp_dir, index, rng), "wb")  # noqa: SIM115 - closed below
-            batch.append(enc)
+            batch.append(record(t))
             counts[rng] = counts.get(rng, 0) + 1
             if len(batch) >= BATCH:
-                dump(batch, files[rng], pickle.HIGHEST_PROTOCOL)
+                files[rng].write(b"".join(batch))
                 batch.clear()
         for r, batch in pending.items():
             if batch:
-                dump(batch, files[r], pickle.HIGHEST_PROTOCOL)
+                files[r].write(b"".join(batch))
     finally:
         for fh in files.values():
             fh.close()
     yield {"part": index, "dn": plan.dns[plan.parts[index].dn_idx].dn, "txns": counts, "history": history,
-           "instructions": instructions, "last": last}
+           "instructions": instructions, "last": last, "cpu": time.process_time() - cpu}
 
 
 def scale_in(parts: list[dict], dns: list[str]) -> dict[str, str]:
@@ -121,19 +123,26 @@ def until(txns: Iterable[DnTxn], vtso: str | None) -> Iterator[DnTxn]:
         yield t
 
 
-def read_exchange(path: Path, decoder: BodyDecoder) -> Iterator[DnTxn]:
+def read_exchange(path: Path, reader) -> Iterator[DnTxn]:
     """The transactions of one exchange file, in the order they were written (none if absent)."""
     try:
         fh = open(path, "rb")  # noqa: SIM115 - a generator's file, closed in finally
     except FileNotFoundError:
         return
     try:
+        buf = b""
+        out: list[DnTxn] = []
         while True:
-            try:
-                batch = pickle.load(fh)
-            except EOFError:
+            chunk = fh.read(CHUNK)
+            if not chunk:
+                if buf:
+                    raise CodecError(f"exchange file {path}: {len(buf)} bytes of an incomplete record at its end")
                 return
-            yield from decode_txns(batch, decoder)
+            buf = buf + chunk if buf else chunk
+            off = reader.decode(buf, 0, out)
+            buf = buf[off:]
+            yield from out
+            out.clear()
     finally:
         fh.close()
 
@@ -141,11 +150,11 @@ def read_exchange(path: Path, decoder: BodyDecoder) -> Iterator[DnTxn]:
 def range_streams(plan: ReadPlan, tmp_dir: str, rng: int) -> list[Iterator[DnTxn]]:
     """Per DN (in the plan's DN order), its transactions in output range ``rng``: its partitions'
     exchange files in partition order (partitions of a DN are planned in position order)."""
-    decoder = BodyDecoder()
+    reader = RecordReader()
 
     def stream(parts: list[int]) -> Iterator[DnTxn]:
         for p in parts:
-            yield from read_exchange(part_file(tmp_dir, p, rng), decoder)
+            yield from read_exchange(part_file(tmp_dir, p, rng), reader)
 
     by_dn: list[list[int]] = [[] for _ in plan.dns]
     for i, part in enumerate(plan.parts):

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from binlog.writer import next_file_name, relocate, rotation_due
+from binlog.writer import next_file_name, rotation_due
 from gbinlog.spark_engine.errors import in_task, reraise
 
 
@@ -116,19 +116,16 @@ def copy_segments(src: str, out_dir: str, segments: list[tuple]) -> int:
     """Task: copy ``(rel_start, rel_end, file, start, first_gno, first_seq, sid)`` pieces of range
     file ``src`` into the (pre-sized) final files, relocated (and with GTID events put in when
     ``sid``). Returns the bytes copied."""
-    from dumper.gtid import insert_gtids
+    from gbinlog.spark_engine.xkernel import place
 
     done = 0
     with open(src, "rb") as fh:
         for rel_start, rel_end, name, start, first_gno, first_seq, sid in segments:
             fh.seek(rel_start)
-            buf = bytearray(fh.read(rel_end - rel_start))
-            if len(buf) != rel_end - rel_start:
-                raise ValueError(f"{src}: {len(buf)} bytes at {rel_start}, expected {rel_end - rel_start}")
-            if sid is not None:
-                buf = insert_gtids(buf, start, first_gno, first_seq, sid)
-            elif start != rel_start:
-                relocate(buf, start - rel_start)
+            data = fh.read(rel_end - rel_start)
+            if len(data) != rel_end - rel_start:
+                raise ValueError(f"{src}: {len(data)} bytes at {rel_start}, expected {rel_end - rel_start}")
+            buf = place(data, start, rel_start, first_gno, first_seq, sid)
             fd = os.open(Path(out_dir, name), os.O_WRONLY)
             try:
                 os.pwrite(fd, buf, start)

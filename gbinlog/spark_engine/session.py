@@ -164,3 +164,54 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | Iterable[
         raise SparkUnavailable(f"Spark did not start (JAVA_HOME={os.environ.get('JAVA_HOME')}): {exc}") from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+class ContextSession:
+    """What a batch build needs of a session, on a bare SparkContext: ``sparkContext``,
+    ``conf.get``, ``stop``. The build only schedules Python tasks (RDDs), so it skips the SQL
+    session's start (its JVM side, pandas and pyarrow in the driver: about 3 s of CPU of a whole
+    ``build --engine spark``, bench/spark.py); ``session`` makes one on the context when a caller
+    needs DataFrames (``spark.gbinlog.exchange=shuffle``)."""
+
+    def __init__(self, sc) -> None:
+        self.sparkContext = sc
+        self.conf = _ContextConf(sc)
+        self._session = None
+
+    @property
+    def session(self):
+        if self._session is None:
+            from pyspark.sql import SparkSession
+
+            self._session = SparkSession(self.sparkContext)
+        return self._session
+
+    def stop(self) -> None:
+        self.sparkContext.stop()
+
+
+class _ContextConf:
+    def __init__(self, sc) -> None:
+        self._sc = sc
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self._sc.getConf().get(key, default)
+
+
+def spark_context(master: str | None = None, conf: Mapping[str, str] | Iterable[str] | None = None,
+                  app_name: str = "gbinlog") -> ContextSession:
+    """``spark_session`` without the SQL session: a SparkContext with the same defaults and
+    overrides, wrapped as a ``ContextSession``. Raises ``SparkUnavailable`` as ``spark_session``."""
+    prepare_environment()
+    from pyspark import SparkConf, SparkContext
+
+    settings = merged_conf(parse_conf(conf))
+    spark_conf = SparkConf().setMaster(master or settings.pop("spark.master", DEFAULT_MASTER)).setAppName(app_name)
+    for key, value in settings.items():
+        spark_conf.set(key, value)
+    try:
+        sc = SparkContext.getOrCreate(spark_conf)
+    except Exception as exc:  # py4j / pyspark raise several types for a JVM that will not start
+        raise SparkUnavailable(f"Spark did not start (JAVA_HOME={os.environ.get('JAVA_HOME')}): {exc}") from exc
+    sc.setLogLevel("ERROR")
+    return ContextSession(sc)

@@ -18,9 +18,9 @@ from functools import partial
 import pyarrow as pa
 
 from gbinlog.spark_engine.batch import RangeSettings, render_range
-from gbinlog.spark_engine.datasource import ReadPlan
 from gbinlog.spark_engine.errors import in_task
 from gbinlog.spark_engine.exchange import HISTORY_KINDS
+from gbinlog.spark_engine.plan import ReadPlan
 
 SUMMARY = pa.schema([("rng", pa.int32()), ("txns", pa.int64()), ("written", pa.int64()), ("events", pa.int64()),
                      ("size", pa.int64()), ("first_ts", pa.int64()), ("last_ts", pa.int64()),
