@@ -106,6 +106,14 @@ def scan(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_even
     return out, off, ST_MORE, walked
 
 
+def scan_txns(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_event, ctx,
+              max_records: int, table_id_len: int, maker) -> tuple[list, int, int, int]:
+    """``scan``. The compiled ``scan_txns`` also hands the common XA shapes over whole (``K_BRANCH``,
+    ``K_TSO_COMMIT`` records, see ``binlog/_kernel.pyx``); here every event comes alone and the
+    assembler's general path handles it, with the same result."""
+    return scan(data, off, checksum, kinds, query_phl, make_event, ctx, max_records)
+
+
 def frame(out: bytearray, pos: int, timestamp: int, server_id: int, items: list) -> int:
     """Append the events ``items`` (``(type_code, payload[, flags])``) starting at file offset ``pos``;
     returns the end offset (``binlog.writer.put_event`` per item)."""
@@ -181,11 +189,3 @@ def frame_dml(out: bytearray, pos: int, timestamp: int, server_id: int, head: li
     items += tail
     frame(out, pos, timestamp, server_id, items)
     return len(items)
-
-
-def scan_txns(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_event, ctx,
-              max_records: int, table_id_len: int, make_block) -> tuple[list, int, int, int]:
-    """``scan``. The compiled ``scan_txns`` also hands the common XA shapes over whole (``K_BRANCH``,
-    ``K_TSO_COMMIT`` records, see ``binlog/_kernel.pyx``); here every event comes alone and the
-    assembler's general path handles it, with the same result."""
-    return scan(data, off, checksum, kinds, query_phl, make_event, ctx, max_records)

@@ -4,7 +4,6 @@ same rules and results (the tests run both); ``extractor.sorter`` picks one (``G
 forces the Python ones). Built by ``pip install`` with the other kernels (setup.py)."""
 
 from cpython.unicode cimport PyUnicode_DecodeLatin1
-from libc.stdio cimport snprintf
 from heapq import heappop, heappush
 
 
@@ -123,8 +122,31 @@ cdef class Sorter:
         return len(self.trans)
 
 
+cdef inline int put_padded(char *o, unsigned long long v, int width) noexcept nogil:
+    """``f"{v:0{width}d}"`` into ``o`` (at most 20 digits); its length."""
+    cdef char digits[20]
+    cdef int n = 0, i, k = 0
+    while True:
+        digits[n] = 48 + <char>(v % 10)
+        n += 1
+        v //= 10
+        if v == 0:
+            break
+    for i in range(width - n):
+        o[k] = 48
+        k += 1
+    for i in range(n - 1, -1, -1):
+        o[k] = digits[i]
+        k += 1
+    return k
+
+
 cpdef str tso_vtso(unsigned long long tso, unsigned long long txn_id):
     """``f"{tso:019d}{txn_id:019d}" + 16 zeros``: a TSO transaction's vtso."""
-    cdef char buf[80]
-    cdef int n = snprintf(buf, sizeof(buf), "%019llu%019llu0000000000000000", tso, txn_id)
-    return PyUnicode_DecodeLatin1(buf, n, NULL)
+    cdef char buf[64]
+    cdef int n = put_padded(buf, tso, 19)
+    cdef int i
+    n += put_padded(buf + n, txn_id, 19)
+    for i in range(16):
+        buf[n + i] = 48
+    return PyUnicode_DecodeLatin1(buf, n + 16, NULL)

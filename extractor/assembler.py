@@ -399,7 +399,8 @@ class Assembler:
         branch = self._branches.get(x.group)
         if branch is None:  # per group once: "" for the CDC's single group (ignored)
             branch = self._branches[x.group] = "" if is_cdc_single(x.group) else branch_key(self.dn_hash, x.group)
-        self._bquals[bqual_hex(xid)] = branch
+        if kernel.Maker is not None:  # the compiled scan_txns looks groups up by bqual hex
+            self._bquals[bqual_hex(xid)] = branch
         if not branch:
             self.ignoring = True
             return
@@ -485,7 +486,7 @@ class Assembler:
         txn.end = _pos(self.file, ev.pos + ev.h[3])
         txn.vtso = vtso_for_commit(self.state, None, txn.txn_id, self.storage_seq)
         self.sorter.rollback(xid, txn.vtso)
-        return self._release(txn.end)
+        return self._released(self.sorter.release(), txn.end)
 
     def _commit(self, txn: DnTxn, key, commit_tso: int | None, end: Pos) -> list[DnTxn] | None:
         txn.end = end
@@ -493,10 +494,7 @@ class Assembler:
         txn.vtso = vtso_for_commit(self.state, commit_tso, txn.txn_id, storage)
         txn.tso = commit_tso
         self.sorter.commit(key, txn.vtso)
-        return self._release(txn.end)
-
-    def _release(self, end: Pos) -> list[DnTxn] | None:
-        return self._released(self.sorter.release(), end)
+        return self._released(self.sorter.release(), txn.end)
 
     def _released(self, out: list[DnTxn], end: Pos) -> list[DnTxn] | None:
         """What a release at ``end`` gives (``out``, from the Sorter) and the quiet point it makes."""
@@ -506,7 +504,8 @@ class Assembler:
             # ``restart_point``); it replaces an older point that no transaction carried yet.
             state = self.state
             self.point = _tuple_new(RestartPoint, (end.file, end.offset, state.tso, state.txn_id, state.seq))
-        elif sorter.items and time.monotonic() - self._last_warn >= self.warn_interval:
+        elif sorter.wait and time.monotonic() - self._last_warn >= self.warn_interval:
+            # (after a release items remain exactly when a prepare is open: ``wait`` says it for free)
             self.warn_held()
         if not out:
             return None
