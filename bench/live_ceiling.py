@@ -10,7 +10,10 @@ each DN's binlog bytes, whole events, at the asked total rate into a directory t
 Latency of each distributed (TSO) transaction: from the moment its last DN commit event was in the
 DN's file (the copier notes when each byte range went out) to the moment its ``CTS`` marker is in
 the global binlog (followed by byte search every 5 ms). Also printed: ``gbinlog run``'s CPU seconds
-over the run, i.e. DN events per CPU-second of the service (its threads share one GIL: one core).
+over the run, i.e. DN events per CPU-second of the service (its threads share one GIL: one core),
+and its share of a core over the fed seconds with the load average: on a shared machine a missed
+rate with the service well under a whole core means it waited for a CPU (the machine's ceiling, not
+the service's); the per-CPU rate against the batch build's is the number the machine does not move.
 """
 
 from __future__ import annotations

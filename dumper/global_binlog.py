@@ -43,7 +43,7 @@ CTS_PREFIX = b"CTS::"
 _pack_xid = struct.Struct("<Q").pack
 _QUERY, _XID, _ROWS_QUERY, _TABLE_MAP = int(EventType.QUERY), int(EventType.XID), 29, int(EventType.TABLE_MAP)
 _GTID = int(EventType.GTID)
-_DML = LogicalKind.DML
+_DML, _DDL = LogicalKind.DML, LogicalKind.DDL
 _SUPPRESS_USE = EventFlag.SUPPRESS_USE
 # MySQL writes Rows_query as an ignorable event; a reader that does not know type 29 skips it.
 _IGNORABLE = EventFlag.IGNORABLE
@@ -120,21 +120,21 @@ def encode_txn(txn: LogicalTxn, pos: int, server_id: int, *,
 
 
 def _encode(out: bytearray, txn: LogicalTxn, ts: int, pos: int, server_id: int, heartbeat_interval: int,
-            gtid: tuple[bytes, int, int] | None = None) -> int:
+            gtid: bytes | None = None) -> int:
     """``encode_txn`` (``ts``: the txn's timestamp) appended to ``out``; returns the number of
     events (0: nothing written).
     A DML transaction goes in one ``binlog.kernel.frame_dml`` call (compiled: headers, payload
     copies, the pass-through rows events' table ids and CRC32s in one C loop), the others as a
-    list of ``(type, payload[, flags])`` in one ``binlog.kernel.frame`` call. ``gtid`` = (sid,
-    gno, sequence number in the file): a GTID event first (``dumper.gtid``). On an error nothing
-    is left in ``out``."""
+    list of ``(type, payload[, flags])`` in one ``binlog.kernel.frame`` call. ``gtid``: the body
+    of a GTID event to write first (``dumper.gtid.gtid_payload``). On an error nothing is left in
+    ``out``."""
     kind = txn.kind
     vtso = txn.vtso
     sid = txn.server_id
     if sid is None:
         sid = server_id
     if kind is _DML:
-        head = [_BEGIN_ITEM] if gtid is None else [(_GTID, gtid_payload(*gtid, ddl=False)), _BEGIN_ITEM]
+        head = [_BEGIN_ITEM] if gtid is None else [(_GTID, gtid), _BEGIN_ITEM]
         cts_line = ("\n# CTS::" + vtso + ("::ARCHIVE" if txn.archive else "")).encode("ascii")
         tail = [(_XID, _pack_xid(xid_of(vtso))), (_ROWS_QUERY, cts_marker(vtso), _IGNORABLE)]
         at = len(out)
@@ -155,7 +155,7 @@ def _encode(out: bytearray, txn: LogicalTxn, ts: int, pos: int, server_id: int, 
         return 0
     items.append((_ROWS_QUERY, cts_marker(vtso), _IGNORABLE))
     if gtid is not None:
-        items.insert(0, (_GTID, gtid_payload(gtid[0], gtid[1], gtid[2], ddl=kind is LogicalKind.DDL)))
+        items.insert(0, (_GTID, gtid))
     at = len(out)
     try:
         kernel.frame(out, pos, ts, sid, items)
@@ -346,7 +346,7 @@ class GlobalBinlog:
                 self.gtid_sid = sid_of(gtid_uuid(cluster_identity(vtso)))
             self.gno += 1
             self.file_txns += 1
-            gtid = (self.gtid_sid, self.gno, self.file_txns)
+            gtid = gtid_payload(self.gtid_sid, self.gno, self.file_txns, ddl=kind is _DDL)
         buf = self._buf
         at = len(buf)
         n_events = _encode(buf, txn, ts, self.position, self.server_id, self.heartbeat_interval, gtid)

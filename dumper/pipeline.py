@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -386,12 +387,15 @@ class Pipeline:
 
     def _loop(self, merged: Iterator[GlobalTxn], shape_txn) -> None:
         settings, binlog, result, restart, skip = self.settings, self.binlog, self.result, self.restart, self.skip
-        append = binlog.append
-        now = time.perf_counter()
-        next_check, next_flush = now + settings.checkpoint_seconds, now + settings.flush_seconds
-        next_progress = now + self.progress_seconds
-        bytes_at_check = 0
+        append, perf_counter = binlog.append, time.perf_counter
+        now = perf_counter()
         flush_each = settings.flush_seconds <= 0
+        next_check = now + settings.checkpoint_seconds
+        next_flush = math.inf if flush_each else now + settings.flush_seconds
+        next_progress = math.inf if self.on_progress is None else now + self.progress_seconds
+        # per transaction one clock read and one comparison: the earliest of the three is due
+        next_due = min(next_check, next_flush, next_progress)
+        bytes_due = settings.checkpoint_bytes    # a checkpoint also after this much output
         prejoin = self.membership.prejoin
         should_stop = self.should_stop
         for g in merged:
@@ -415,17 +419,19 @@ class Pipeline:
             result.txns += 1
             if flush_each:
                 binlog.flush(fsync=False)
-            now = time.perf_counter()
-            if now >= next_progress and self.on_progress is not None:
-                next_progress = now + self.progress_seconds
-                self._report(g, False)
-            if now >= next_check or binlog.bytes_written - bytes_at_check >= settings.checkpoint_bytes:
-                self.checkpoint()
-                bytes_at_check = binlog.bytes_written
-                next_check = time.perf_counter() + settings.checkpoint_seconds
-            elif not flush_each and now >= next_flush:
-                binlog.flush(fsync=False)
-                next_flush = now + settings.flush_seconds
+            now = perf_counter()
+            if now >= next_due or binlog.bytes_written >= bytes_due:
+                if now >= next_progress:
+                    next_progress = now + self.progress_seconds
+                    self._report(g, False)
+                if now >= next_check or binlog.bytes_written >= bytes_due:
+                    self.checkpoint()
+                    bytes_due = binlog.bytes_written + settings.checkpoint_bytes
+                    next_check = perf_counter() + settings.checkpoint_seconds
+                elif now >= next_flush:
+                    binlog.flush(fsync=False)
+                    next_flush = now + settings.flush_seconds
+                next_due = min(next_check, next_flush, next_progress)
             if should_stop is not None and should_stop():
                 break
 

@@ -134,7 +134,7 @@ class _Merge:
         last: DnTxn | None = None
         last_vtso = ""
         held: list[DnTxn] = []
-        held_dns: set[str] = set()
+        held_rank = -1
         while heap:
             vtso, rank, txn = heappop(heap)
             if vtso <= last_vtso and not (held and vtso == last_vtso):
@@ -149,10 +149,12 @@ class _Merge:
                 if should_stop() or not self._refill(rank):
                     return
                 continue
-            if held and (kind is not held[0].kind or txn.dn in held_dns):
+            # Pops go in (vtso, rank) order (a DN's next transaction is never below the one taken),
+            # so two branches of one DN in a group come one after the other: same rank as before.
+            if held and (kind is not held[0].kind or rank == held_rank):
                 _check_join(held, txn)
             held.append(txn)
-            held_dns.add(txn.dn)
+            held_rank = rank
             # the DN's next transaction: ``_refill``'s common case inline (one per DN transaction)
             it = its.get(rank)
             if it is None or rank in leaving:
@@ -176,7 +178,6 @@ class _Merge:
             if not heap or heap[0][0] != vtso:
                 yield _join(held)
                 held = []
-                held_dns = set()
                 if should_stop():
                     return
 

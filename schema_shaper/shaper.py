@@ -57,6 +57,7 @@ _V2_OK = b"\x02\x00"
 _V2 = frozenset(int(t) for t in ROWS_V2_TYPES)
 _DML, _NONE = LogicalKind.DML, LogicalKind.NONE
 _SKIP_PLAN = TablePlan(SKIP)
+_BODY, _BODY_CRC = slice(19, None), slice(19, -4)    # an event's body without its header (and CRC32)
 
 
 def is_system(db: str, table: str) -> bool:
@@ -172,10 +173,13 @@ class Shaper(SchemaState):
         for blk in g.blocks:
             events = blk.events
             tm = events[0]
-            raw = tm.raw
             # A block's events come from one file (a DN rotates between transactions): one CRC setting.
-            crc = 4 if tm.ctx.checksum else 0
-            payload = raw[19:len(raw) - crc]
+            if tm.ctx.checksum:
+                crc = 4
+                payload = tm.raw[_BODY_CRC]
+            else:
+                crc = 0
+                payload = tm.raw[_BODY]
             plan = plans.get(payload)
             if plan is None:
                 plan = self._guard(lambda blk=blk, payload=payload: self._plan(blk, g, payload), _SKIP_PLAN)

@@ -89,6 +89,10 @@ def test_place_is_insert_gtids_and_relocate(fixture):
         pos += len(b)
     data = bytes(data)
     assert xkernel.count_events(data) == xkernel.count_events_py(data) > len(shaped) // 2
+    zero = data[:9] + b"\0\0\0\0" + data[13:]        # a size of 0 must not loop for ever
+    for count in (xkernel.count_events, xkernel.count_events_py):
+        with pytest.raises(ValueError, match="event of 0 bytes at 0"):
+            count(zero)
     sid = bytes(range(16))
     for start, gno, seq in ((123, 1, 1), (4 + 120, 1000, 17), (987_654, 5, 1)):
         got = xkernel.place(data, start, rel, gno, seq, sid)

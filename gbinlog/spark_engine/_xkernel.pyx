@@ -143,9 +143,12 @@ def place(const unsigned char[::1] src, Py_ssize_t start, long long first_gno, l
 
 def count_events(const unsigned char[::1] data):
     """The number of whole events in ``data`` (a run of events)."""
-    cdef Py_ssize_t n = data.shape[0], off = 0, count = 0
+    cdef Py_ssize_t n = data.shape[0], off = 0, count = 0, size
     while off + HEADER_LEN <= n:
-        off += u32(&data[off] + 9)
+        size = u32(&data[off] + 9)
+        if size < HEADER_LEN:
+            raise ValueError(f"event of {size} bytes at {off}")
+        off += size
         count += 1
     return count
 

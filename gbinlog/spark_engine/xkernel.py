@@ -63,7 +63,10 @@ def place_py(src, start: int, rel_start: int, first_gno: int, first_seq: int, si
 def count_events_py(data) -> int:
     n = off = 0
     while off + 19 <= len(data):
-        off += int.from_bytes(data[off + 9:off + 13], "little")
+        size = int.from_bytes(data[off + 9:off + 13], "little")
+        if size < 19:
+            raise ValueError(f"event of {size} bytes at {off}")
+        off += size
         n += 1
     return n
 
