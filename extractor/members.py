@@ -110,30 +110,46 @@ def first_instruction(txns: Iterable[DnTxn], limit: int = 20_000, until: Pos | N
 _INSTRUCTION_TABLE = b"__cdc_instruction__"
 
 
-def last_instruction_table_mention(directory: str | os.PathLike, files: list[str]) -> Pos | None:
-    """Where a DN's binlog last names the instruction table (its TABLE_MAPs), by a byte search: the
-    look ahead for the first instruction stops there, and a DN that never names it (purged files,
-    captures, a cluster without instructions) costs no extraction at all."""
-    last = None
+def instruction_table_mentions(directory: str | os.PathLike, files: list[str]) -> tuple[Pos | None, set[str]]:
+    """One byte search over a DN's binlog files (memory-mapped; no event decoded: the look ahead must
+    not cost a second extraction): where the binlog last names the instruction table (its
+    TABLE_MAPs) — the look ahead for the first instruction stops there, and a DN that never names
+    it (purged files, captures, a cluster without instructions) costs no extraction at all —, and
+    the storage instances its ``StorageInstChange`` instructions list (scale-out/in later than the
+    first instruction). An instruction's rows event follows its TABLE_MAP, so a type is looked for
+    only in the ``_ROWS_WINDOW`` bytes after each mention of the table."""
+    last, scaled = None, set()
     for name in files:
         try:
             with open(Path(directory) / name, "rb") as fh, \
                     mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                at = mm.rfind(_INSTRUCTION_TABLE)
+                at = mm.find(_INSTRUCTION_TABLE)
+                while at >= 0:
+                    last = Pos(name, at)
+                    _scale_lists(mm, at, at + _ROWS_WINDOW, scaled)
+                    at = mm.find(_INSTRUCTION_TABLE, at + 1)
         except (OSError, ValueError):       # an empty file cannot be mapped
             continue
-        if at >= 0:
-            last = Pos(name, at)
-    return last
+    return last, scaled
+
+
+def last_instruction_table_mention(directory: str | os.PathLike, files: list[str]) -> Pos | None:
+    """Where a DN's binlog last names the instruction table (``instruction_table_mentions``)."""
+    return instruction_table_mentions(directory, files)[0]
 
 
 def dn_instruction(directory: str | os.PathLike, dn_id: str, storage_seq: str | None = None) -> Instruction | None:
     """``first_instruction`` of a DN binlog directory, looking no further than its last mention of
     the instruction table."""
-    from extractor.extract import extract
     from extractor.source import list_binlog_files
 
     until = last_instruction_table_mention(directory, list_binlog_files(Path(directory)))
+    return _first_until(directory, dn_id, storage_seq, until)
+
+
+def _first_until(directory, dn_id: str, storage_seq: str | None, until: Pos | None) -> Instruction | None:
+    from extractor.extract import extract
+
     if until is None:
         return None
     return first_instruction(extract(directory, dn_id=dn_id, storage_seq=storage_seq), until=until)
@@ -200,30 +216,31 @@ _SCALE_TYPE = b"StorageInstChange"
 _SCALE_LIST = re.compile(rb'\{"storageInstList":\[((?:"[^"\\]{1,120}",?){0,4096})\]')
 
 
+_ROWS_WINDOW = 1 << 16
+
+
+def _scale_lists(mm, start: int, end: int, out: set[str]) -> None:
+    at = mm.find(_SCALE_TYPE, start, end)
+    while at >= 0:
+        m = _SCALE_LIST.search(mm, at, at + 4096 + len(_SCALE_TYPE) + 16)
+        if m is not None:
+            out.update(x.decode("utf-8", "replace") for x in re.findall(rb'"([^"]+)"', m.group(1)))
+        at = mm.find(_SCALE_TYPE, at + 1, end)
+
+
 def scaled_storage(directory: str | os.PathLike, files: list[str]) -> set[str]:
-    """The storage instances named by the ``StorageInstChange`` instructions anywhere in a DN's
-    binlog files (scale-out/in later than the first instruction), by a byte search over the files
-    (memory-mapped; no event is decoded: the look ahead must not cost a second extraction)."""
-    out: set[str] = set()
-    for name in files:
-        path = Path(directory) / name
-        try:
-            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                at = mm.find(_SCALE_TYPE)
-                while at >= 0:
-                    m = _SCALE_LIST.search(mm, at, at + 4096 + len(_SCALE_TYPE) + 16)
-                    if m is not None:
-                        out.update(x.decode("utf-8", "replace") for x in re.findall(rb'"([^"]+)"', m.group(1)))
-                    at = mm.find(_SCALE_TYPE, at + 1)
-        except (OSError, ValueError):       # an empty file cannot be mapped
-            continue
-    return out
+    """The storage instances named by a DN's ``StorageInstChange`` instructions
+    (``instruction_table_mentions``)."""
+    return instruction_table_mentions(directory, files)[1]
 
 
 def check_dn_dirs(dirs: dict[str, str | os.PathLike]) -> None:
     """``check_complete`` over DN binlog directories (``dirs``: DN id → directory), with the
-    storage instances of every later ``StorageInstChange`` in them."""
+    storage instances of every later ``StorageInstChange`` in them: one byte search per DN."""
     from extractor.source import list_binlog_files
 
-    check_complete({dn: dn_instruction(d, dn) for dn, d in dirs.items()},
-                   {dn: tuple(sorted(scaled_storage(d, list_binlog_files(Path(d))))) for dn, d in dirs.items()})
+    found, scaled = {}, {}
+    for dn, d in dirs.items():
+        until, names = instruction_table_mentions(d, list_binlog_files(Path(d)))
+        found[dn], scaled[dn] = _first_until(d, dn, None, until), tuple(sorted(names))
+    check_complete(found, scaled)
