@@ -28,13 +28,15 @@ def pure_python() -> bool:
     return os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0")
 
 
-def compiled_twin(module: str, name: str):
-    """``module.name`` from a compiled module (another package's, e.g. ``extractor._sort``), or None
-    when it is not built or ``GBINLOG_PURE_PYTHON`` is set: the caller keeps its Python one."""
+def compiled_twin(module: str, name: str | None = None):
+    """``module.name`` (``name`` None: the module) from a compiled module (another package's, e.g.
+    ``extractor._sort``), or None when it is not built or ``GBINLOG_PURE_PYTHON`` is set: the caller
+    keeps its Python one."""
     if pure_python():
         return None
     try:
-        return getattr(importlib.import_module(module), name)
+        found = importlib.import_module(module)
+        return found if name is None else getattr(found, name)
     except ModuleNotFoundError as exc:
         if exc.name != module:
             raise  # built but broken (an import cycle, a missing dependency): not a silent slow path

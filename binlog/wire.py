@@ -6,8 +6,9 @@ auth scrambles. Reference: /work/shared/reference/replication-protocol.md §0-§
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
+
+from binlog.kernel import compiled_twin
 
 MAX_PAYLOAD = 0xFFFFFF  # one protocol packet; longer payloads continue in the next packet(s)
 PACKET_HEADER = struct.Struct("<I")   # 3-byte length | sequence id << 24
@@ -104,17 +105,7 @@ def unframe_run_py(buf: bytes | bytearray | memoryview, off: int, pos: int, stop
     return b"".join(parts), off, pos, len(parts), (seq + 1) & 0xFF if seq >= 0 else -1
 
 
-def _compiled_unframe():
-    if os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from binlog._wire import unframe_run as compiled
-    except ImportError:
-        return None
-    return compiled
-
-
-unframe_run_c = _compiled_unframe()
+unframe_run_c = compiled_twin("binlog._wire", "unframe_run")
 unframe_run = unframe_run_c or unframe_run_py
 
 

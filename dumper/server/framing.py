@@ -8,11 +8,11 @@ both). ``GBINLOG_PURE_PYTHON=1`` forces the Python loop.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable
 
 from binlog.constants import HEADER_LEN
+from binlog.kernel import compiled_twin
 from binlog.wire import MAX_PAYLOAD
 
 SPLIT_AT = MAX_PAYLOAD - 1               # 0x00 + event no longer fits one packet
@@ -47,17 +47,7 @@ def frame_events_py(buf: bytes | bytearray | memoryview, off: int, seq: int) -> 
     return out, off, seq, count
 
 
-def _compiled() -> Callable[[bytes, int, int], FrameResult] | None:
-    if os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from dumper.server._framing import frame_events as compiled
-    except ImportError:
-        return None
-    return compiled
-
-
-frame_events_c = _compiled()
+frame_events_c = compiled_twin("dumper.server._framing", "frame_events")
 frame_events: Callable[[bytes, int, int], FrameResult] = frame_events_c or frame_events_py
 COMPILED = frame_events_c is not None
 

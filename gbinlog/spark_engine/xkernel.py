@@ -18,26 +18,15 @@ the slots it sets; otherwise the pure-Python codec runs.
 from __future__ import annotations
 
 import dataclasses
-import os
 import pickle
 import struct
 
 from binlog import event as _event
+from binlog.kernel import compiled_twin
 from extractor import txn_codec
 from extractor.model import Block, DnTxn, Pos, RestartPoint, TxnKind
 
-
-def _load():
-    if os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from gbinlog.spark_engine import _xkernel
-    except ImportError:
-        return None
-    return _xkernel
-
-
-_X = _load()
+_X = compiled_twin("gbinlog.spark_engine._xkernel")
 COMPILED = _X is not None
 _EVENT_SLOTS = ("pos", "h", "raw", "ctx", "_body")
 _BLOCK_FIELDS = ("trace_id", "db", "table", "events", "hint", "rows_query")
