@@ -422,6 +422,8 @@ cdef class Maker:
     cdef object unset, pos_cls, file, dn, dml, ctx
     cdef dict bquals
     cdef double now
+    # the heartbeat kind (set by the assembler): a heartbeat branch is grouped too; None: it is not
+    cdef public object heartbeat
     # the file offset of the scanned buffer's first byte (scan_txns' ``file_offset``: live runs)
     cdef Py_ssize_t base
     # the timestamp and server id of the last event made, as Python ints: most events repeat them
@@ -509,6 +511,30 @@ cdef object table_names(const unsigned char *p, Py_ssize_t e, int tid_len):
             PyUnicode_DecodeLatin1(<const char *>p + t_at, t_len, NULL))
 
 
+cdef bint heartbeat_map(const unsigned char *p, Py_ssize_t e, int tid_len) noexcept:
+    """Whether a TABLE_MAP ``p[:e]`` (CRC cut) maps the heartbeat table as the assembler's
+    ``_system_table`` sees it: ``__cdc_heartbeat__`` of a ``__cdc__*`` schema not ending ``_single``
+    (ASCII names only; anything else goes event by event)."""
+    cdef Py_ssize_t i = HEADER_LEN + tid_len + 2, db_len, t_len, db_at, t_at
+    if i >= e:
+        return False
+    db_len = p[i]
+    db_at = i + 1
+    i += db_len + 2
+    if i >= e:
+        return False
+    t_len = p[i]
+    t_at = i + 1
+    if t_at + t_len > e:
+        return False
+    for i in range(db_at, db_at + db_len):
+        if p[i] >= 128:
+            return False
+    return (db_len >= 7 and ascii_ieq(p + db_at, 7, b"__cdc__", 7)
+            and not ascii_ieq(p + db_at + db_len - 7, 7, b"_single", 7)
+            and ascii_ieq(p + t_at, t_len, b"__cdc_heartbeat__", 17))
+
+
 cdef object fake_trace(Py_ssize_t count):
     """``extractor.trace.fake_trace_id(count)``: the count left-padded to 10 digits, then 10 zeros."""
     cdef char buf[48]
@@ -527,6 +553,8 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
     cdef object hint = None, last = None, server = None, trace, names
     cdef list blocks = []
     cdef list evs = None
+    cdef bint hb = False                 # a heartbeat branch: its table's rows are dropped
+    cdef const unsigned char *hb_tid = NULL
     xid = start_xid(p, q + 8, size - crc)
     if xid is None:
         return None
@@ -538,11 +566,24 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             return None
         p = w.base + at
         nrec += 1
-        if w.k == K_ROWS:
+        if w.k == K_ROWS and hb:
+            if rq is not None or w.size < HEADER_LEN + 6 or memcmp(p + HEADER_LEN, hb_tid, 6) != 0:
+                return None
+        elif w.k == K_ROWS:
             if evs is None or rq is not None:
                 return None
             evs.append(m.ev(p, at, w.size))
             count += 1
+        elif w.k == K_TABLE_MAP and hb:
+            return None
+        elif w.k == K_TABLE_MAP and not blocks and m.heartbeat is not None and w.tid_len == 6 \
+                and heartbeat_map(p, w.size - crc, w.tid_len):
+            # the assembler's _system_table: the kind is HEARTBEAT, no blocks; a hint's server id stays
+            hb = True
+            hb_tid = p + HEADER_LEN
+            if rq is not None and hint[1] is not None:
+                server = hint[1]
+            rq = None
         elif w.k == K_TABLE_MAP:
             names = m.table_names(p, w.size - crc, w.tid_len)
             if names is None:
@@ -580,7 +621,7 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
                 return (m.base + off, xid[0], None, last)
             # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query,
             # db, sql, opened_at, restart)
-            return (m.base + off, xid[0], m.txn.make((m.dml, m.dn, xid[1], branch, tuple_new(m.pos_cls, (m.file, m.base + off)), xid[0],
+            return (m.base + off, xid[0], m.txn.make((m.heartbeat if hb else m.dml, m.dn, xid[1], branch, tuple_new(m.pos_cls, (m.file, m.base + off)), xid[0],
                                             "", None, None, blocks, server, xid[3], None, None, None, m.now,
                                             None)), last)
         else:

@@ -165,7 +165,9 @@ class Assembler:
         if kernel.Maker is None:
             return None
         try:
-            return kernel.Maker(Event, Block, DnTxn, Pos, file, self.dn, TxnKind.DML, self._bquals)
+            maker = kernel.Maker(Event, Block, DnTxn, Pos, file, self.dn, TxnKind.DML, self._bquals)
+            maker.heartbeat = TxnKind.HEARTBEAT
+            return maker
         except TypeError:
             return None
 
