@@ -133,17 +133,12 @@ def instruction_table_mentions(directory: str | os.PathLike, files: list[str]) -
     return last, scaled
 
 
-def last_instruction_table_mention(directory: str | os.PathLike, files: list[str]) -> Pos | None:
-    """Where a DN's binlog last names the instruction table (``instruction_table_mentions``)."""
-    return instruction_table_mentions(directory, files)[0]
-
-
 def dn_instruction(directory: str | os.PathLike, dn_id: str, storage_seq: str | None = None) -> Instruction | None:
     """``first_instruction`` of a DN binlog directory, looking no further than its last mention of
     the instruction table."""
     from extractor.source import list_binlog_files
 
-    until = last_instruction_table_mention(directory, list_binlog_files(Path(directory)))
+    until = instruction_table_mentions(directory, list_binlog_files(Path(directory)))[0]
     return _first_until(directory, dn_id, storage_seq, until)
 
 
@@ -226,12 +221,6 @@ def _scale_lists(mm, start: int, end: int, out: set[str]) -> None:
         if m is not None:
             out.update(x.decode("utf-8", "replace") for x in re.findall(rb'"([^"]+)"', m.group(1)))
         at = mm.find(_SCALE_TYPE, at + 1, end)
-
-
-def scaled_storage(directory: str | os.PathLike, files: list[str]) -> set[str]:
-    """The storage instances named by a DN's ``StorageInstChange`` instructions
-    (``instruction_table_mentions``)."""
-    return instruction_table_mentions(directory, files)[1]
 
 
 def check_dn_dirs(dirs: dict[str, str | os.PathLike]) -> None:

@@ -21,9 +21,6 @@ from merger import merge
 from schema_shaper import Shaper, shape
 from tests.spark_support import FIXTURES, dn_dirs, dn_txn_fp
 
-pytestmark = pytest.mark.skipif(not xkernel.COMPILED and os.environ.get("GBINLOG_PURE_PYTHON", "") not in ("", "0"),
-                                reason="GBINLOG_PURE_PYTHON: only the pure-Python twins are loaded")
-
 
 def _per_dn(fixture):
     dirs = dn_dirs(fixture)
