@@ -108,8 +108,10 @@ def test_serve_with_a_dn_joining(tmp_path):
     proc = cli("--live", "--serve", "--port", str(base), "--user", "u", "--password", "p", "--workload", "scale",
                "--dns", "2", "--duration", "6", "--tps", "100", "--out", str(out))
     try:
-        cluster = wait_for(lambda: (out / "cluster.json").exists() and json.loads((out / "cluster.json").read_text()),
-                           10, "cluster.json")
+        # cluster.json is rewritten as each DN's server starts: wait until the first two are listed
+        cluster = wait_for(lambda: (out / "cluster.json").exists()
+                           and len(json.loads((out / "cluster.json").read_text())["dns"]) >= 2
+                           and json.loads((out / "cluster.json").read_text()), 10, "cluster.json")
         assert [(d["id"], d["port"]) for d in cluster["dns"]] == [("dn0", base), ("dn1", base + 1)]
         assert cluster["user"] == "u" and cluster["pid"] == proc.pid
         cluster = wait_for(lambda: len(json.loads((out / "cluster.json").read_text())["dns"]) == 3
