@@ -7,9 +7,11 @@ Wiring only; every rule lives in the stages. One process:
 * the pipeline (``dumper.pipeline.Pipeline``) takes every DN as its own input, as ``gbinlog
   build`` does: its merge joins branches and owns membership (a standby DN's feed starts when a
   ``StorageInstChange`` instruction lists it; a DN it drops leaves), it drops what a restart
-  regenerates, shapes, appends to the global binlog, writes every transaction out at once
-  (``flush_seconds=0``) and checkpoints (fsync, then ``state.json``, the same format ``gbinlog
-  build`` writes: either resumes the other's output directory);
+  regenerates, shapes, appends to the global binlog, writes out what it appended whenever the
+  merge is about to wait for a DN (``Pipeline.flush_ready``: one write for all the transactions
+  that were ready; at most ``FLUSH_BOUND_S`` later while the DNs keep it busy) and checkpoints
+  (fsync, then ``state.json``, the same format ``gbinlog build`` writes: either resumes the
+  other's output directory);
 * the replication endpoint (``dumper.server``) serves the output directory as it grows;
 * a status thread refreshes Prometheus metrics and ``status.json`` (read by ``gbinlog status``).
 
@@ -48,6 +50,9 @@ log = logging.getLogger(__name__)
 STATUS_FILE = "status.json"
 LOCK_FILE = "gbinlog.lock"
 RATE_WINDOW_S = 2.0
+# Appended transactions are written out when the merge is about to wait for a DN; while the DNs
+# never let it wait (catching up) at least this often.
+FLUSH_BOUND_S = 0.005
 SHUTDOWN_GRACE_S = 5.0
 
 
@@ -237,7 +242,7 @@ class LiveRunner:
         meta = cfg.metadb or "meta.db"
         return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
                         max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
-                        flush_seconds=0.0, filter=cfg.filter.settings(), gtids=cfg.output.gtids)
+                        flush_seconds=FLUSH_BOUND_S, filter=cfg.filter.settings(), gtids=cfg.output.gtids)
 
     def _recover(self) -> None:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
@@ -474,7 +479,8 @@ class LiveDn:
 
     def stream(self, restart: RestartPoint | None, storage_seq: str,
                should_stop: Callable[[], bool] | None = None) -> Iterable[DnTxn]:
-        return self.runner._feed(self.dn, restart, storage_seq).stream(self.runner.stopping.is_set)
+        return self.runner._feed(self.dn, restart, storage_seq).stream(self.runner.stopping.is_set,
+                                                                        self.runner.pipeline.flush_ready)
 
 
 def run_service(cfg: Config, *, on_started: Callable[[LiveRunner], None] | None = None) -> LiveRunner:

@@ -34,25 +34,32 @@ class FeedStopped(Exception):
 
 
 def drain_feed(feed: object, idle_stop: Callable[[], bool] | None, *,
-               end_of_input_returns: bool) -> Iterator[DnTxn]:
-    """The items of a feed's ``queue`` until its ``_END``: blocks while the DN has nothing newer;
-    yields ``merger.IDLE`` while ``idle_stop()`` says a shutdown is pending (the merge ends there
-    when its output is at a whole transaction, else it keeps waiting); ``FeedStopped`` once
-    ``stopped`` (a recorded ``error`` wins). At ``_END`` of a finite input the iterator ends when
-    ``end_of_input_returns``; a feed whose input never ends (Spark's) counts it as stopped. An item
-    may be a list of transactions (``DnFeed`` hands them over in batches)."""
-    get = feed.queue.get  # type: ignore[attr-defined]
+               end_of_input_returns: bool, before_wait: Callable[[], None] | None = None) -> Iterator[DnTxn]:
+    """The items of a feed's ``queue`` until its ``_END``: blocks while the DN has nothing newer
+    (calling ``before_wait()`` first, in the merge's thread: the live pipeline writes out what it
+    appended then); yields ``merger.IDLE`` while ``idle_stop()`` says a shutdown is pending (the
+    merge ends there when its output is at a whole transaction, else it keeps waiting);
+    ``FeedStopped`` once ``stopped`` (a recorded ``error`` wins). At ``_END`` of a finite input the
+    iterator ends when ``end_of_input_returns``; a feed whose input never ends (Spark's) counts it
+    as stopped. An item may be a list of transactions (``DnFeed`` hands them over in batches)."""
+    q = feed.queue  # type: ignore[attr-defined]
+    get, get_now = q.get, q.get_nowait
     while True:
         try:
-            item = get(timeout=0.05)
+            item = get_now()
         except queue.Empty:
-            if feed.stopped.is_set():  # type: ignore[attr-defined]
-                if feed.error is not None:  # type: ignore[attr-defined]
-                    raise feed.error from None  # type: ignore[attr-defined]
-                raise FeedStopped(feed.dn_id) from None  # type: ignore[attr-defined]
-            if idle_stop is not None and idle_stop():
-                yield IDLE
-            continue
+            if before_wait is not None:
+                before_wait()
+            try:
+                item = get(timeout=0.05)
+            except queue.Empty:
+                if feed.stopped.is_set():  # type: ignore[attr-defined]
+                    if feed.error is not None:  # type: ignore[attr-defined]
+                        raise feed.error from None  # type: ignore[attr-defined]
+                    raise FeedStopped(feed.dn_id) from None  # type: ignore[attr-defined]
+                if idle_stop is not None and idle_stop():
+                    yield IDLE
+                continue
         if item is _END:
             if feed.error is not None:  # type: ignore[attr-defined]
                 raise feed.error
@@ -153,10 +160,12 @@ class DnFeed:
                 if self.stopped.is_set():
                     return
 
-    def stream(self, idle_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
-        """The DN's transactions for the merge (blocks while the DN has nothing newer). While it
-        waits and ``idle_stop()`` is true it yields ``merger.IDLE`` (see ``drain_feed``)."""
-        return drain_feed(self, idle_stop, end_of_input_returns=True)
+    def stream(self, idle_stop: Callable[[], bool] | None = None,
+               before_wait: Callable[[], None] | None = None) -> Iterator[DnTxn]:
+        """The DN's transactions for the merge (blocks while the DN has nothing newer, calling
+        ``before_wait()`` first). While it waits and ``idle_stop()`` is true it yields
+        ``merger.IDLE`` (see ``drain_feed``)."""
+        return drain_feed(self, idle_stop, end_of_input_returns=True, before_wait=before_wait)
 
     def stop(self) -> None:
         self.stopped.set()
