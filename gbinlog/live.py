@@ -2,8 +2,9 @@
 
 Wiring only; every rule lives in the stages. One process:
 
-* a ``DnFeed`` thread per DN (``extractor.live_source.ReplicationSource`` or a followed binlog
-  directory → ``Assembler``), from the restart point ``state.json`` keeps for it;
+* a ``DnFeed`` per DN (``extractor.live_source.ReplicationSource`` → ``Assembler``, read in the
+  pipeline's thread when the merge asks for the DN's next transaction; a followed binlog directory
+  in a thread of its own), from the restart point ``state.json`` keeps for it;
 * the pipeline (``dumper.pipeline.Pipeline``) takes every DN as its own input, as ``gbinlog
   build`` does: its merge joins branches and owns membership (a standby DN's feed starts when a
   ``StorageInstChange`` instruction lists it; a DN it drops leaves), it drops what a restart
@@ -392,7 +393,9 @@ class LiveRunner:
             # With heartbeats every interval_ms a DN is never silent for long: stall_ms of silence
             # means the DN (or its link, or a prepare held open) stops the whole merge.
             age = st["last_tso_age_ms"]
-            st["stalled"] = age is None or age > self.cfg.heartbeat.stall_ms
+            # (a DN read in the merge's thread is behind only while the merge waits for it: the
+            # others' newer transactions wait unread meanwhile)
+            st["stalled"] = (age is None or age > self.cfg.heartbeat.stall_ms) and st.pop("merge_waits", True)
             if st["stalled"] and dn.id not in self._stalled and time.time() - self.started_at > 5:
                 log.warning("DN %s: no transaction for %s ms (heartbeats expected every %d ms): the merge waits "
                             "for it", dn.id, age if age is not None else "∞", self.cfg.heartbeat.interval_ms)
@@ -479,8 +482,9 @@ class LiveDn:
 
     def stream(self, restart: RestartPoint | None, storage_seq: str,
                should_stop: Callable[[], bool] | None = None) -> Iterable[DnTxn]:
-        return self.runner._feed(self.dn, restart, storage_seq).stream(self.runner.stopping.is_set,
-                                                                        self.runner.pipeline.flush_ready)
+        pipeline = self.runner.pipeline
+        return self.runner._feed(self.dn, restart, storage_seq).stream(
+            self.runner.stopping.is_set, pipeline.flush_ready, lambda: getattr(pipeline, "last_consumed", None))
 
 
 def run_service(cfg: Config, *, on_started: Callable[[LiveRunner], None] | None = None) -> LiveRunner:
