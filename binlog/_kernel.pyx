@@ -15,6 +15,8 @@ from libc.stdio cimport snprintf
 from libc.string cimport memchr, memcmp, memcpy
 from time import monotonic
 
+cimport cython
+
 tuple_new = tuple.__new__
 
 
@@ -35,6 +37,7 @@ cdef enum:
     K_XA_PREPARE = 6
     K_BRANCH = 40
     K_TSO_COMMIT = 41
+    K_TXN = 42
     Q_OTHER = 2
     Q_XA_START = 20
     Q_XA_COMMIT = 21
@@ -91,58 +94,29 @@ cdef int classify_query(const unsigned char *p, Py_ssize_t size, int query_phl, 
 def scan(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
          Py_ssize_t max_records):
     cdef const unsigned char[::1] buf = data
-    cdef Py_ssize_t n = buf.shape[0]
-    cdef const unsigned char *base = &buf[0] if n else NULL
+    cdef _Walk w = walker(buf, checksum, kinds, query_phl, 0)
     cdef const unsigned char *p
-    cdef Py_ssize_t size, end, q
-    cdef unsigned int t
-    cdef int k
+    cdef Py_ssize_t at
     cdef list out = []
-    cdef Py_ssize_t count = 0, walked = 0
+    cdef Py_ssize_t count = 0
     new_event = make_event.__new__
     unset = _unset_of(make_event)
-    while off + HEADER_LEN <= n and count < max_records:
-        p = base + off
-        size = u32(p + 9)
-        if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-            return out, off, ST_BAD_SIZE, walked
-        end = off + size
-        if end > n:
-            break
-        t = p[4]
-        if t == FDE:
-            return out, off, ST_FDE, walked
-        if checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
-            return out, off, ST_BAD_CRC, walked
-        k = kinds[t]
-        if k == 0:
-            off = end
-            walked += 1
-            continue
-        q = 0
-        if k == K_GCN:
-            if size > HEADER_LEN and not (p[HEADER_LEN] & 0x04):
-                off = end
-                walked += 1
-                continue
-        elif k == K_QUERY:
-            k = classify_query(p, size, query_phl, &q)
-            if k == 0:
-                off = end
-                walked += 1
-                continue
+    while count < max_records:
+        at = w.next_record(off)
+        if at < 0:
+            return out, w.stop, w.status, w.walked
+        p = w.base + at
         # Event(pos, h, raw, ctx) without the Python __init__ call: its slots set from here
         ev = new_event(make_event)
-        ev.pos = off
-        ev.h = (u32(p), t, u32(p + 5), size, u32(p + 13), p[17] | (p[18] << 8))
-        ev.raw = PyBytes_FromStringAndSize(<const char *>p, size)
+        ev.pos = at
+        ev.h = (u32(p), p[4], u32(p + 5), w.size, u32(p + 13), p[17] | (p[18] << 8))
+        ev.raw = PyBytes_FromStringAndSize(<const char *>p, w.size)
         ev.ctx = ctx
         ev._body = unset
-        out.append((k, ev, q))
+        out.append((w.k, ev, w.q))
         count += 1
-        walked += 1
-        off = end
-    return out, off, ST_MORE, walked
+        off = at + w.size
+    return out, off, ST_MORE, w.walked
 
 
 cdef object _unset_of(cls):
@@ -186,8 +160,10 @@ cdef inline int hexval(unsigned char c) noexcept nogil:
     return HEX[c]
 
 
+@cython.final
 cdef class _Walk:
-    """The state of one look-ahead: where it is and how many events it stepped over."""
+    """The one header walk of ``scan`` and ``scan_txns`` (and of their groups' look-aheads): where it
+    is, how many events it stepped over, what the last record is, and why it stopped."""
     cdef const unsigned char *base
     cdef Py_ssize_t n
     cdef bint checksum
@@ -196,10 +172,19 @@ cdef class _Walk:
     cdef Py_ssize_t walked
     cdef int k, tid_len
     cdef Py_ssize_t q, size
+    # where next_record stopped (the event it did not step over, or the first byte not whole) and why
+    cdef Py_ssize_t stop
+    cdef int status
 
-    cdef Py_ssize_t next_record(self, Py_ssize_t off) noexcept:
-        """The offset of the next record from ``off`` as scan would give it (kind in ``k``, statement
-        start in ``q``), stepping over what scan skips; -1 at anything scan would stop at."""
+    cdef inline Py_ssize_t halt(self, Py_ssize_t off, int status) noexcept:
+        self.stop, self.status = off, status
+        return -1
+
+    cdef inline Py_ssize_t next_record(self, Py_ssize_t off) noexcept:
+        """The offset of the next record from ``off`` (kind in ``k``, statement start in ``q``, size in
+        ``size``), stepping over what scan skips (``walked`` counts every event stepped over or
+        returned); -1 at the end of the whole events (``status`` ST_MORE) or at an FDE, an impossible
+        size, a bad CRC32 (``status`` says which, ``stop`` where)."""
         cdef const unsigned char *p
         cdef Py_ssize_t size, end
         cdef unsigned int t
@@ -208,15 +193,15 @@ cdef class _Walk:
             p = self.base + off
             size = u32(p + 9)
             if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-                return -1
+                return self.halt(off, ST_BAD_SIZE)
             end = off + size
             if end > self.n:
-                return -1
+                break
             t = p[4]
             if t == FDE:
-                return -1
+                return self.halt(off, ST_FDE)
             if self.checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
-                return -1
+                return self.halt(off, ST_BAD_CRC)
             self.walked += 1
             k = self.kinds[t]
             if k == 0:
@@ -235,7 +220,16 @@ cdef class _Walk:
             self.k = k
             self.size = size
             return off
-        return -1
+        return self.halt(off, ST_MORE)
+
+
+cdef _Walk walker(const unsigned char[::1] buf, bint checksum, const unsigned char[::1] kinds, int query_phl,
+                  int tid_len):
+    cdef _Walk w = _Walk.__new__(_Walk)
+    w.n = buf.shape[0]
+    w.base = &buf[0] if w.n else NULL
+    w.checksum, w.kinds, w.query_phl, w.tid_len = checksum, &kinds[0], query_phl, tid_len
+    return w
 
 
 cdef object start_xid(const unsigned char *p, Py_ssize_t a, Py_ssize_t b):
@@ -416,14 +410,15 @@ cdef _Slots slots_of(cls, tuple names):
 
 cdef class Maker:
     """How ``scan_txns`` makes what the assembler would for a branch of file ``file`` of DN ``dn``:
-    ``Event``s, ``Block``s and the prepared ``DnTxn`` (kind ``dml``, branch key from ``bquals``, the
-    assembler's bqual hex → branch map; no txn when the bqual is not there yet)."""
+    ``Event``s, ``Block``s and the prepared ``DnTxn`` (kind ``dml``, or ``heartbeat`` for a heartbeat
+    branch — None: those are not grouped —; branch key from ``bquals``, the assembler's bqual hex →
+    branch map; no txn when the bqual is not there yet)."""
     cdef _Slots event, block, txn
     cdef object unset, pos_cls, file, dn, dml, ctx
     cdef dict bquals
     cdef double now
-    # the heartbeat kind (set by the assembler): a heartbeat branch is grouped too; None: it is not
-    cdef public object heartbeat
+    # the heartbeat kind: a heartbeat branch is grouped too; None: it is not
+    cdef readonly object heartbeat
     # the file offset of the scanned buffer's first byte (scan_txns' ``file_offset``: live runs)
     cdef Py_ssize_t base
     # the timestamp and server id of the last event made, as Python ints: most events repeat them
@@ -434,12 +429,13 @@ cdef class Maker:
     cdef unsigned long long tids[64]
     cdef list names
 
-    def __init__(self, event_cls, block_cls, txn_cls, pos_cls, str file, str dn, dml, dict bquals):
+    def __init__(self, event_cls, block_cls, txn_cls, pos_cls, str file, str dn, dml, dict bquals, heartbeat=None):
         self.event = slots_of(event_cls, EVENT_SLOTS)
         self.block = slots_of(block_cls, BLOCK_SLOTS)
         self.txn = slots_of(txn_cls, TXN_SLOTS)
         self.unset = _unset_of(event_cls)
         self.pos_cls, self.file, self.dn, self.dml, self.bquals = pos_cls, file, dn, dml, bquals
+        self.heartbeat = heartbeat
         self.ts_obj = self.sid_obj = None
         self.names = [None] * 64
 
@@ -668,78 +664,69 @@ def xid_of(const unsigned char[::1] raw, Py_ssize_t q, int crc):
 
 def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
               Py_ssize_t max_records, int table_id_len, Maker maker, Py_ssize_t file_offset=0):
-    """``scan`` with the common XA shapes grouped (see above): records ``(K_BRANCH, payload, n)`` and
-    ``(K_TSO_COMMIT, payload, n)`` besides scan's, ``n`` = the plain records a group stands for;
-    ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``maker`` makes the objects.
-    ``file_offset``: the file offset of ``data``'s first byte (a live run received mid-file): every
-    position made (events, ``Pos``, a group's first offset) is ``file_offset`` + the offset in
-    ``data``; ``off`` and the offset returned stay offsets in ``data``. A group cut by the end of
-    ``data`` is not one: its events come as plain records."""
+    """``scan`` with the common XA shapes grouped (see above): records ``(K_BRANCH, payload, n)``,
+    ``(K_TSO_COMMIT, payload, n)`` and ``(K_TXN, payload, n)`` besides scan's, ``n`` = the plain
+    records a group stands for; ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``maker``
+    makes the objects. ``file_offset``: the file offset of ``data``'s first byte (a live run received
+    mid-file): every position made (events, ``Pos``, a group's first offset) is ``file_offset`` + the
+    offset in ``data``; ``off`` and the offset returned stay offsets in ``data``. A group cut by the
+    end of ``data`` is not one: its events come as plain records."""
     cdef const unsigned char[::1] buf = data
-    cdef Py_ssize_t n = buf.shape[0]
-    cdef const unsigned char *base = &buf[0] if n else NULL
-    cdef const unsigned char *p
-    cdef Py_ssize_t size, end, q, g_end, nrec
-    cdef unsigned int t
+    cdef _Walk w = walker(buf, checksum, kinds, query_phl, table_id_len)
+    cdef Py_ssize_t at, size, q, g_end, nrec, walked
     cdef int k
     cdef int crc = 4 if checksum else 0
     cdef list out = []
-    cdef Py_ssize_t count = 0, walked = 0
-    cdef _Walk w = _Walk()
-    w.base, w.n, w.checksum, w.kinds, w.query_phl, w.tid_len = base, n, checksum, &kinds[0], query_phl, table_id_len
+    cdef Py_ssize_t count = 0
     maker.ctx, maker.now, maker.base = ctx, monotonic(), file_offset
-    while off + HEADER_LEN <= n and count < max_records:
-        p = base + off
-        size = u32(p + 9)
-        if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-            return out, off, ST_BAD_SIZE, walked
-        end = off + size
-        if end > n:
-            break
-        t = p[4]
-        if t == FDE:
-            return out, off, ST_FDE, walked
-        if checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
-            return out, off, ST_BAD_CRC, walked
-        k = kinds[t]
-        if k == 0:
-            off = end
-            walked += 1
-            continue
-        q = 0
+    while count < max_records:
+        at = w.next_record(off)
+        if at < 0:
+            return out, w.stop, w.status, w.walked
+        k, q, size = w.k, w.q, w.size
+        off = at + size
+        # a look-ahead that makes no group leaves the walk's count as it was: its events come again
+        walked = w.walked
         if k == K_GCN:
-            if size > HEADER_LEN and not (p[HEADER_LEN] & 0x04):
-                off = end
-                walked += 1
-                continue
-            w.walked = 0
-            group = try_tso_commit(w, off, size, crc, maker, &g_end)
+            group = try_tso_commit(w, at, size, crc, maker, &g_end)
             if group is not None:
                 out.append((K_TSO_COMMIT, group, 2))
                 count += 1
-                walked += 1 + w.walked
                 off = g_end
                 continue
-        elif k == K_QUERY:
-            k = classify_query(p, size, query_phl, &q)
-            if k == 0:
-                off = end
-                walked += 1
+            w.walked = walked
+        elif k == Q_XA_START:
+            group = try_branch(w, at, size, q, crc, maker, &g_end, &nrec)
+            if group is not None:
+                off = g_end
+                count += 1
+                if (<tuple>group)[2] is not None:
+                    walked = w.walked
+                    whole = try_commit_after(w, g_end, <tuple>group, crc, maker, &g_end)
+                    if whole is not None:
+                        out.append((K_TXN, whole, nrec + 2))
+                        off = g_end
+                        continue
+                    w.walked = walked
+                out.append((K_BRANCH, group, nrec))
                 continue
-            if k == Q_XA_START:
-                w.walked = 0
-                group = try_branch(w, off, size, q, crc, maker, &g_end, &nrec)
-                if group is not None:
-                    out.append((K_BRANCH, group, nrec))
-                    count += 1
-                    walked += 1 + w.walked
-                    off = g_end
-                    continue
-        out.append((k, maker.ev(p, off, size), q))
+            w.walked = walked
+        out.append((k, maker.ev(w.base + at, at, size), q))
         count += 1
-        walked += 1
-        off = end
-    return out, off, ST_MORE, walked
+    return out, off, ST_MORE, w.walked
+
+
+cdef object try_commit_after(_Walk w, Py_ssize_t off, tuple branch, int crc, Maker m, Py_ssize_t *end_out):
+    """The K_TXN payload ``(start offset, xid, prepared DnTxn, last trace id, GCN offset, commit TSO,
+    Pos after the XA COMMIT)``: a K_BRANCH payload ``branch`` ending at ``off`` whose next records are
+    its own K_TSO_COMMIT (the branch committed before anything else happened on the DN); else None."""
+    cdef Py_ssize_t at = w.next_record(off)
+    if at < 0 or w.k != K_GCN:
+        return None
+    commit = try_tso_commit(w, at, w.size, crc, m, end_out)
+    if commit is None or (<tuple>commit)[3] != branch[1]:
+        return None
+    return branch + (<tuple>commit)[:3]
 
 
 def frame(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list items):

@@ -108,6 +108,20 @@ cdef class Sorter:
         self.commit(key, vtso)
         return self.release()
 
+    cpdef bint commit_alone(self, txn, unsigned long long tso, state):
+        """``PySorter.commit_alone``: a TSO commit released at once when nothing is held."""
+        if self.wait or self.heap or self._head < len(self._items):
+            return False
+        txn_id = txn.txn_id
+        state.try_set(tso, txn_id)
+        vtso = tso_vtso(tso, txn_id)
+        txn.vtso = vtso
+        txn.tso = tso
+        self._n += 1
+        if self.watermark is None or vtso > self.watermark:
+            self.watermark = vtso
+        return True
+
     def open_keys(self) -> list:
         return [v for k, v in self.items if k == PREWRITE and v in self.wait]
 

@@ -76,7 +76,7 @@ _tuple_new = tuple.__new__
 _KINDS = bytes(_KIND_OF)
 assert (_K_ROWS, _K_QUERY, _K_GCN, _K_TABLE_MAP, _K_ROWS_QUERY, _K_XA_PREPARE) == (
     kernel.K_ROWS, kernel.K_QUERY, kernel.K_GCN, kernel.K_TABLE_MAP, kernel.K_ROWS_QUERY, kernel.K_XA_PREPARE)
-_K_BRANCH, _K_TSO_COMMIT = kernel.K_BRANCH, kernel.K_TSO_COMMIT
+_K_BRANCH, _K_TSO_COMMIT, _K_TXN = kernel.K_BRANCH, kernel.K_TSO_COMMIT, kernel.K_TXN
 _Q_XA_START, _Q_XA_COMMIT, _Q_BEGIN = kernel.Q_XA_START, kernel.Q_XA_COMMIT, kernel.Q_BEGIN
 
 
@@ -165,9 +165,7 @@ class Assembler:
         if kernel.Maker is None:
             return None
         try:
-            maker = kernel.Maker(Event, Block, DnTxn, Pos, file, self.dn, TxnKind.DML, self._bquals)
-            maker.heartbeat = TxnKind.HEARTBEAT
-            return maker
+            return kernel.Maker(Event, Block, DnTxn, Pos, file, self.dn, TxnKind.DML, self._bquals, TxnKind.HEARTBEAT)
         except TypeError:
             return None
 
@@ -175,6 +173,16 @@ class Assembler:
         """The event loop over ``records``; a group the fast path turns down is replayed event by
         event from ``source`` (its plain records, ``BinlogFile.replay``), so the state is the same."""
         for k, ev, q in records:
+            if k == _K_TXN:
+                released = self._txn(ev)
+                if released is None:
+                    continue
+                if released is False:  # the branch is turned down: all of it, event by event
+                    released = self._assemble(source.replay(ev[0], q), source)
+                elif released is True:  # the branch is taken, its commit turned down
+                    released = self._assemble(source.replay(ev[4], 2), source)
+                yield from released
+                continue
             if k == _K_BRANCH:
                 if not self._branch(ev):
                     yield from self._assemble(source.replay(ev[0], q), source)
@@ -285,6 +293,32 @@ class Assembler:
         self.sorter.prewrite(xid, txn)
         self.by_xid[xid] = txn
         return True
+
+    def _txn(self, g: tuple) -> list[DnTxn] | None | bool:
+        """A whole branch (``_branch``) followed at once by its GCN + XA COMMIT (``_tso_commit``): with
+        nothing held in the Sorter it is released as it commits (``Sorter.commit_alone``), else it
+        takes both steps. False: the branch is turned down (nothing changed); True: the branch is
+        taken, its commit turned down (the caller replays both event by event, or the commit)."""
+        _start_off, xid, txn, last_trace, gcn_off, tso, end = g
+        if tso > 0 and self.cur is None and not self.ignoring and txn.branch and xid not in self.by_xid \
+                and self.sorter.commit_alone(txn, tso, self.state):
+            # _branch's state changes; then _released's with the one transaction released
+            self.pending_tso, self.pending_at = -1, None
+            self.block = self.route = self.next_trace = self.hint_text = self.hint_event = None
+            self.sys = False
+            self.last_trace = last_trace
+            txn.end = end
+            state = self.state
+            point = _tuple_new(RestartPoint, (end.file, end.offset, state.tso, state.txn_id, state.seq))
+            if txn.blocks or txn.kind is not TxnKind.DML:
+                txn.restart, self.point = point, None
+                return [txn]
+            self.point = point
+            return None
+        if not self._branch(g[:4]):
+            return False
+        released = self._tso_commit((gcn_off, tso, end, xid))
+        return True if released is False else released
 
     def _tso_commit(self, c: tuple) -> list[DnTxn] | None | bool:
         """A GCN carrying a commit TSO and the XA COMMIT right after it (``scan_txns``): the commit of a
