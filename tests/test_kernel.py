@@ -461,3 +461,27 @@ def test_the_compiled_vtso_text_is_the_python_one(tso, txn_id):
     from extractor import _sort
 
     assert _sort.tso_vtso(tso, txn_id) == vtso.py_tso_vtso(tso, txn_id)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.binary(max_size=700), st.integers(0, 15), st.integers(0, (1 << 32) - 1))
+def test_the_compiled_crc32_is_zlibs(data, skip, start):
+    """The kernel's CRC-32 (folded by carry-less multiplication where the CPU has it) is zlib's, for
+    every length and alignment, from a fresh or a running value; so is a whole event's residue."""
+    import zlib
+
+    assert _kernel is not None
+    for part in (data, data[skip:], data[:skip]):
+        assert _kernel.crc32_of(part) == zlib.crc32(part)
+        assert _kernel.crc32_of(part, start) == zlib.crc32(part, start)
+    big = random.Random(len(data)).randbytes(70_000 + skip)
+    assert _kernel.crc32_of(big[skip:], start) == zlib.crc32(big[skip:], start)
+    event = data + zlib.crc32(data).to_bytes(4, "little")
+    assert _kernel.crc32_of(event) == kernel_py.CRC_RESIDUE
+
+
+def test_the_compiled_crc32_folds_on_x86_with_pclmulqdq():
+    """On this machine (x86-64 with PCLMULQDQ, as CI's) the fast CRC-32 is the one in use."""
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if " pclmulqdq" in flags and " sse4_1" in flags:
+        assert _kernel.crc32_folds()
