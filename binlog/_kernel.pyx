@@ -27,14 +27,18 @@ cdef extern from *:
        30-200 bytes; on x86 with PCLMULQDQ the 16-byte blocks are folded by carry-less
        multiplication instead (Gopal, Ozturk et al., "Fast CRC Computation for Generic Polynomials
        Using PCLMULQDQ Instruction", Intel 2009; the constants are the paper's bit-reflected k1..k5,
-       P' and mu), the last bytes through zlib's table. Same value as zlib's crc32 for any input
-       (tests/test_kernel.py); without PCLMULQDQ (or off x86) zlib's crc32 itself. */
+       P' and mu). A length that is not a multiple of 16 is taken as the same bytes after 16 - r zero
+       bytes, from a register that those zeros turn into the starting one (``gb_pre``, found once by
+       running the zero-byte step backwards), so no byte goes alone. Same value as zlib's crc32 for
+       any input (tests/test_kernel.py); without PCLMULQDQ (or off x86) zlib's crc32 itself. */
     #include <stddef.h>
     #include <stdint.h>
     #include <zlib.h>
 
     static int gb_clmul = 0;
     static const z_crc_t *gb_table = NULL;
+    static uint32_t gb_pre[16];  /* gb_pre[r]: the register that 16 - r zero bytes turn into ~0 */
+    static unsigned char gb_shift[16][16];  /* pshufb masks: bytes 0..r-1 to 16-r..15, zeros below */
 
     #if defined(__GNUC__) && defined(__x86_64__)
     #include <immintrin.h>
@@ -43,17 +47,28 @@ cdef extern from *:
     #define GB_FOLD(x, k, next) _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128((x), (k), 0x00), \
                                               _mm_clmulepi64_si128((x), (k), 0x11)), (next))
 
+    /* The CRC register after the ``len`` bytes at ``p`` (len >= 16), from register ``c``; with
+       ``r`` = len % 16 > 0, after 16 - r zero bytes then those (the first block is p's first r bytes
+       shifted up behind zeros). */
     __attribute__((target("pclmul,sse4.1")))
-    static uint32_t gb_fold(uint32_t c, const unsigned char *p, size_t len)  /* len: 16k, k >= 1 */
+    static uint32_t gb_fold(uint32_t c, const unsigned char *p, size_t len)
     {
         const __m128i by128 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);   /* k4, k3 */
         const __m128i by512 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);   /* k2, k1 */
         const __m128i by64 = _mm_set_epi64x(0, 0x0163cd6124LL);                 /* k5 */
         const __m128i barrett = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL); /* mu, P' */
         const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
-        __m128i a = _mm_xor_si128(GB_LOAD(p), _mm_cvtsi32_si128((int)c)), b, d, e, t;
-        p += 16;
-        len -= 16;
+        size_t r = len & 15;
+        __m128i a = GB_LOAD(p), b, d, e, t;
+        if (r) {
+            a = _mm_shuffle_epi8(a, GB_LOAD(gb_shift[r]));
+            p += r;
+            len -= r;
+        } else {
+            p += 16;
+            len -= 16;
+        }
+        a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)c));
         if (len >= 48) {  /* four lanes 64 bytes apart, joined at the end */
             b = GB_LOAD(p);
             d = GB_LOAD(p + 16);
@@ -84,9 +99,29 @@ cdef extern from *:
 
     static void gb_crc_init(void)
     {
+        unsigned char top[256];
+        int seen[256] = {0}, i, r;
+        uint32_t c = 0xFFFFFFFFu;
+        gb_table = get_crc_table();
+        /* the zero-byte step c -> T[c & 0xff] ^ (c >> 8) undone: T's top bytes are all different */
+        for (i = 0; i < 256; i++) {
+            top[gb_table[i] >> 24] = (unsigned char)i;
+            seen[gb_table[i] >> 24] = 1;
+        }
+        for (i = 0; i < 256; i++)
+            if (!seen[i])
+                return;
+        for (r = 0; r < 16; r++)
+            for (i = 0; i < 16; i++)
+                gb_shift[r][i] = i < 16 - r ? 0x80 : (unsigned char)(i - (16 - r));
+        gb_pre[0] = c;
+        for (r = 15; r >= 1; r--) {
+            i = top[c >> 24];
+            c = ((c ^ (uint32_t)gb_table[i]) << 8) | (uint32_t)i;
+            gb_pre[r] = c;
+        }
         __builtin_cpu_init();
         gb_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-        gb_table = get_crc_table();
     }
     #else
     static uint32_t gb_fold(uint32_t c, const unsigned char *p, size_t len) { return c; }
@@ -96,20 +131,19 @@ cdef extern from *:
     static unsigned long gb_crc32(unsigned long crc, const unsigned char *p, unsigned int len)
     {
         uint32_t c;
-        size_t blocks;
         if (!gb_clmul || len < 16)
             return crc32(crc, p, len);
-        c = ~(uint32_t)crc;
-        blocks = len & ~(size_t)15;
-        c = gb_fold(c, p, blocks);
-        for (p += blocks, len -= (unsigned int)blocks; len; len--)
+        if (crc == 0)  /* the scan's and the frames' case: r = len % 16 bytes after 16 - r zeros */
+            return ~gb_fold(gb_pre[len & 15], p, len);
+        for (c = ~(uint32_t)crc; len & 15; len--)  /* a running CRC: the first r bytes one by one */
             c = (uint32_t)gb_table[(c ^ *p++) & 0xff] ^ (c >> 8);
-        return ~c;
+        return ~gb_fold(c, p, len);
     }
     """
     void gb_crc_init()
     int gb_clmul
     unsigned long crc32 "gb_crc32"(unsigned long crc, const unsigned char *buf, unsigned int length) nogil
+
 
 
 gb_crc_init()
@@ -644,7 +678,7 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
                        Py_ssize_t *end_out, Py_ssize_t *nrec_out):
     """The K_BRANCH payload ``(start offset, xid, prepared DnTxn or None, last trace id)`` of the
     branch whose XA START is at ``off``, made as the assembler makes it (blocks, trace ids, server id;
-    no DnTxn when the bqual's branch key is not in ``m.bquals`` yet); None when the branch is not in
+    no DnTxn when the bqual's branch key is not in ``m.bquals`` yet, or is "": an ignored group); None when the branch is not in
     the exact common form (user tables only, traces not going back)."""
     cdef const unsigned char *p = w.base + off
     cdef Py_ssize_t at, nrec = 1, count = 0
@@ -715,7 +749,7 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             end_out[0] = at + w.size
             nrec_out[0] = nrec
             branch = m.bquals.get(xid[2])
-            if branch is None:
+            if not branch:  # a group not seen yet, or ignored (""): the event-by-event rules decide
                 return (m.base + off, xid[0], None, last)
             # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query,
             # db, sql, opened_at, restart)
@@ -821,12 +855,13 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
 cdef object try_commit_after(_Walk w, Py_ssize_t off, tuple branch, int crc, Maker m, Py_ssize_t *end_out):
     """The K_TXN payload ``(start offset, xid, prepared DnTxn, last trace id, GCN offset, commit TSO,
     Pos after the XA COMMIT)``: a K_BRANCH payload ``branch`` ending at ``off`` whose next records are
-    its own K_TSO_COMMIT (the branch committed before anything else happened on the DN); else None."""
+    its own K_TSO_COMMIT with a TSO > 0 (the branch committed before anything else happened on the
+    DN); else None."""
     cdef Py_ssize_t at = w.next_record(off)
     if at < 0 or w.k != K_GCN:
         return None
     commit = try_tso_commit(w, at, w.size, crc, m, end_out)
-    if commit is None or (<tuple>commit)[3] != branch[1]:
+    if commit is None or (<tuple>commit)[1] == 0 or (<tuple>commit)[3] != branch[1]:
         return None
     return branch + (<tuple>commit)[:3]
 
