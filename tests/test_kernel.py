@@ -413,7 +413,7 @@ def test_the_compiled_xid_reader_gives_what_parse_gives(txn_id, gtrid_tail, grou
 
 
 _KEYS = st.sampled_from(["A", "B", "C", "D", ("f", 4)])
-_OPS = st.lists(st.tuples(st.sampled_from(["prewrite", "commit", "rollback", "release", "commit_tso"]), _KEYS,
+_OPS = st.lists(st.tuples(st.sampled_from(["prewrite", "commit", "rollback", "release", "commit_tso", "commit_alone"]), _KEYS,
                           st.integers(0, 60)), max_size=40)
 
 
@@ -447,6 +447,8 @@ def test_the_compiled_sorter_follows_the_python_one(ops):
                     results.append(s.release())
                 elif op == "commit_tso":
                     results.append(s.commit_tso(key, txn, v + 1, states[s]))
+                elif op == "commit_alone":  # the group path: a txn prewritten, committed and released at once
+                    results.append(s.commit_alone(txn, v + 1, states[s]))
                 else:
                     results.append(getattr(s, op)(key, f"{v:03d}"))
             except sorter.SorterError as exc:
