@@ -788,6 +788,24 @@ cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Ma
     return (m.base + off, tso, tuple_new(m.pos_cls, (m.file, m.base + at + w.size)), PyUnicode_DecodeLatin1(<const char *>c + a, b - a, NULL))
 
 
+cdef extern from "string.h":
+    void *memmem(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len) nogil
+
+
+def find(data, bytes needle, Py_ssize_t start=0, end=None):
+    """``data.find(needle, start, end)`` (``start``, ``end`` >= 0) by the C library's ``memmem``: a
+    few times faster than ``bytes.find`` on a whole binlog file (the cluster check's byte search)."""
+    cdef const unsigned char[::1] buf = data
+    cdef Py_ssize_t n = buf.shape[0], stop = n if end is None else min(<Py_ssize_t>end, n)
+    cdef const unsigned char *at
+    if start < 0 or stop < 0:
+        raise ValueError("find takes offsets >= 0")
+    if stop - start < PyBytes_GET_SIZE(needle):
+        return -1
+    at = <const unsigned char *>memmem(&buf[start], stop - start, PyBytes_AS_STRING(needle), PyBytes_GET_SIZE(needle))
+    return -1 if at == NULL else at - &buf[0]
+
+
 def hint_of(const unsigned char[::1] raw, int crc):
     """``canonical_hint`` of one ROWS_QUERY event (for the tests)."""
     return canonical_hint(&raw[0], raw.shape[0] - crc) if raw.shape[0] >= HEADER_LEN + 1 + crc else None

@@ -59,8 +59,9 @@ scan_txns = _impl.scan_txns
 # what scan_txns makes a grouped branch with (compiled only; None: no groups, every event alone)
 Maker = getattr(_impl, "Maker", None)
 frame = _impl.frame
+find = _impl.find  # bytes.find by memmem (compiled): a whole file's byte search
 
-__all__ = ["COMPILED", "Maker", "compiled_twin", "frame", "pure_python", "scan", "scan_txns"]
+__all__ = ["COMPILED", "Maker", "compiled_twin", "find", "frame", "pure_python", "scan", "scan_txns"]
 # a whole DML transaction in one call (dumper.global_binlog), and the pass-through rows check (schema_shaper)
 frame_dml = _impl.frame_dml
 rows_pass = _impl.rows_pass

@@ -119,6 +119,13 @@ def scan_txns(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make
     return out
 
 
+def find(data, needle: bytes, start: int = 0, end: int | None = None) -> int:
+    """``data.find(needle, start, end)`` (``start``, ``end`` >= 0; the compiled one is ``memmem``)."""
+    if start < 0 or (end is not None and end < 0):
+        raise ValueError("find takes offsets >= 0")
+    return data.find(needle, start, len(data) if end is None else end)
+
+
 def frame(out: bytearray, pos: int, timestamp: int, server_id: int, items: list) -> int:
     """Append the events ``items`` (``(type_code, payload[, flags])``) starting at file offset ``pos``;
     returns the end offset (``binlog.writer.put_event`` per item)."""

@@ -487,3 +487,13 @@ def test_the_compiled_crc32_folds_on_x86_with_pclmulqdq():
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     if " pclmulqdq" in flags and " sse4_1" in flags:
         assert _kernel.crc32_folds()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=300), st.binary(min_size=1, max_size=6), st.integers(0, 320), st.none() | st.integers(0, 320))
+def test_the_compiled_find_is_bytes_find(data, needle, start, end):
+    """The cluster check's byte search (memmem) finds what ``bytes.find`` finds, in every window."""
+    assert _kernel is not None
+    data = data + needle + data[:7]
+    want = data.find(needle, start, len(data) if end is None else end)
+    assert _kernel.find(data, needle, start, end) == kernel_py.find(data, needle, start, end) == want
