@@ -174,6 +174,7 @@ cdef enum:
     K_BRANCH = 40
     K_TSO_COMMIT = 41
     K_TXN = 42
+    K_LOCAL = 43
     Q_OTHER = 2
     Q_XA_START = 20
     Q_XA_COMMIT = 21
@@ -264,7 +265,8 @@ cdef object _unset_of(cls):
 # -- scan_txns: scan, with the common XA shapes handed over whole ----------------------------------
 # A branch ``XA START xid, {[ROWS_QUERY hint] TABLE_MAP rows*}*, XA_PREPARE(one_phase=0)`` becomes
 # one record (K_BRANCH) and a ``GCN(flags & 4), XA COMMIT xid`` pair another (K_TSO_COMMIT), so the
-# assembler handles a branch in two calls. Only the exact forms the DN writes are grouped (xid
+# assembler handles a branch in two calls — one (K_TXN) when the pair follows the branch at once; a
+# branch ending ``XA_PREPARE(one_phase=1)`` (committed there, a local transaction) is one K_LOCAL. Only the exact forms the DN writes are grouped (xid
 # ``X'<hex>',X'<hex>',1|3``, hints in the CN's canonical form, no lizard GCN status variable, no
 # bad or FDE event inside); anything else comes as scan gives it. Each group carries how many plain
 # records it stands for, so the assembler can ask for them again (``scan`` from its first offset)
@@ -675,11 +677,12 @@ cdef object fake_trace(Py_ssize_t count):
 
 
 cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, int crc, Maker m,
-                       Py_ssize_t *end_out, Py_ssize_t *nrec_out):
+                       Py_ssize_t *end_out, Py_ssize_t *nrec_out, bint *one_phase_out):
     """The K_BRANCH payload ``(start offset, xid, prepared DnTxn or None, last trace id)`` of the
     branch whose XA START is at ``off``, made as the assembler makes it (blocks, trace ids, server id;
-    no DnTxn when the bqual's branch key is not in ``m.bquals`` yet, or is "": an ignored group); None when the branch is not in
-    the exact common form (user tables only, traces not going back)."""
+    no DnTxn when the bqual's branch key is not in ``m.bquals`` yet, or is "": an ignored group); None
+    when the branch is not in the exact common form (user tables only, traces not going back).
+    ``one_phase_out``: its XA_PREPARE is one_phase=1 (it commits there)."""
     cdef const unsigned char *p = w.base + off
     cdef Py_ssize_t at, nrec = 1, count = 0
     cdef object hint = None, last = None, server = None, trace, names
@@ -744,8 +747,9 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
                 return None
             rq = m.ev(p, at, w.size)
         elif w.k == K_XA_PREPARE:
-            if rq is not None or w.size <= HEADER_LEN or p[HEADER_LEN] != 0:
+            if rq is not None or w.size <= HEADER_LEN or p[HEADER_LEN] > 1:
                 return None
+            one_phase_out[0] = p[HEADER_LEN] == 1
             end_out[0] = at + w.size
             nrec_out[0] = nrec
             branch = m.bquals.get(xid[2])
@@ -819,7 +823,8 @@ def xid_of(const unsigned char[::1] raw, Py_ssize_t q, int crc):
 def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
               Py_ssize_t max_records, int table_id_len, Maker maker, Py_ssize_t file_offset=0):
     """``scan`` with the common XA shapes grouped (see above): records ``(K_BRANCH, payload, n)``,
-    ``(K_TSO_COMMIT, payload, n)`` and ``(K_TXN, payload, n)`` besides scan's, ``n`` = the plain
+    ``(K_TSO_COMMIT, payload, n)``, ``(K_TXN, payload, n)`` and ``(K_LOCAL, K_BRANCH payload + (Pos
+    after the XA_PREPARE,), n)`` besides scan's, ``n`` = the plain
     records a group stands for; ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``maker``
     makes the objects. ``file_offset``: the file offset of ``data``'s first byte (a live run received
     mid-file): every position made (events, ``Pos``, a group's first offset) is ``file_offset`` + the
@@ -829,6 +834,7 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
     cdef _Walk w = walker(buf, checksum, kinds, query_phl, table_id_len)
     cdef Py_ssize_t at, size, q, g_end, nrec, walked
     cdef int k
+    cdef bint one_phase
     cdef int crc = 4 if checksum else 0
     cdef list out = []
     cdef Py_ssize_t count = 0
@@ -850,10 +856,14 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
                 continue
             w.walked = walked
         elif k == Q_XA_START:
-            group = try_branch(w, at, size, q, crc, maker, &g_end, &nrec)
+            group = try_branch(w, at, size, q, crc, maker, &g_end, &nrec, &one_phase)
             if group is not None:
                 off = g_end
                 count += 1
+                if one_phase:  # and the Pos after its XA_PREPARE, where it commits
+                    out.append((K_LOCAL, <tuple>group + (tuple_new(maker.pos_cls, (maker.file, maker.base + g_end)),),
+                                nrec))
+                    continue
                 if (<tuple>group)[2] is not None:
                     walked = w.walked
                     whole = try_commit_after(w, g_end, <tuple>group, crc, maker, &g_end)

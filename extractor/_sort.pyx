@@ -181,6 +181,7 @@ cdef enum:
     K_BRANCH = 40
     K_TSO_COMMIT = 41
     K_TXN = 42
+    K_LOCAL = 43
 
 from time import monotonic
 
@@ -191,8 +192,8 @@ cdef class Groups:
     """What ``extractor.assembler.Assembler`` ``asm`` does with a record ``binlog.kernel.scan_txns``
     makes of a common XA shape, in one compiled call: ``K_BRANCH`` (a whole prepared branch: the
     XA START's rules), ``K_TSO_COMMIT`` (a GCN with a commit TSO and the XA COMMIT after it: the
-    commit of a prepared branch) and ``K_TXN`` (the two at once, released as it commits when the
-    Sorter holds nothing). Only the state these leave is set: the trace state is read only while a
+    commit of a prepared branch), ``K_TXN`` (the two at once, released as it commits when the
+    Sorter holds nothing) and ``K_LOCAL`` (a whole branch committed by its one-phase XA_PREPARE). Only the state these leave is set: the trace state is read only while a
     transaction is open, and the assembler's ``_start`` resets it when the next one opens. Anything
     else — a transaction open, an ignored XA, a known xid, a pending commit TSO, a group not seen yet
     — is turned down, and the assembler replays the group's events by the event-by-event rules,
@@ -219,6 +220,11 @@ cdef class Groups:
             return None if self.branch(g[1], g[2]) else False
         if k == K_TSO_COMMIT:
             return self.tso_commit(g[3], g[1], g[2])
+        if k == K_LOCAL:  # XA_PREPARE one_phase=1: a local commit there (the assembler's _xa_prepare)
+            if not self.branch(g[1], g[2]):
+                return False
+            del self.by_xid[g[1]]
+            return asm._commit(g[2], g[1], None, g[4])
         return False
 
     cdef bint branch(self, xid, txn) except -1:

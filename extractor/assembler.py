@@ -80,7 +80,7 @@ _K_BRANCH = kernel.K_BRANCH
 # extractor/_sort.pyx's compiled rules for the kernel's group records (K_BRANCH, K_TSO_COMMIT, K_TXN);
 # without it the kernel is asked for plain records only
 _Groups = kernel.compiled_twin("extractor._sort", "Groups") if kernel.Maker is not None else None
-assert (kernel.K_BRANCH, kernel.K_TSO_COMMIT, kernel.K_TXN) == (40, 41, 42)  # _sort.pyx's numbers
+assert (kernel.K_BRANCH, kernel.K_TSO_COMMIT, kernel.K_TXN, kernel.K_LOCAL) == (40, 41, 42, 43)  # _sort.pyx's numbers
 _Q_XA_START, _Q_XA_COMMIT, _Q_BEGIN = kernel.Q_XA_START, kernel.Q_XA_COMMIT, kernel.Q_BEGIN
 
 

@@ -302,7 +302,7 @@ def test_rows_pass_and_passed_rows_agree_compiled_and_in_pure_python():
 # -- scan_txns: the common XA shapes in one record each (compiled only) ------------------------------
 def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_records():
     """On the bank fixture nearly every branch comes as K_BRANCH + K_TSO_COMMIT, or as one K_TXN when
-    its commit follows it at once; replaying a group gives exactly the plain records scan gives from
+    its commit follows it at once, or as one K_LOCAL when its XA_PREPARE is one-phase; replaying a group gives exactly the plain records scan gives from
     its offset; a known group's branch comes with its prepared DnTxn, its blocks holding the table
     maps and rows events as read."""
     from extractor.model import Block, DnTxn, Pos, TxnKind
@@ -322,7 +322,7 @@ def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_r
     for batch in f.records(assembler._KINDS, 8, grouped=maker):  # small batches: bquals filled between
         for k, payload, n in batch:
             kinds[k] = kinds.get(k, 0) + 1
-            if k not in (kernel.K_BRANCH, kernel.K_TSO_COMMIT, kernel.K_TXN):
+            if k not in (kernel.K_BRANCH, kernel.K_TSO_COMMIT, kernel.K_TXN, kernel.K_LOCAL):
                 continue
             plain = f.replay(payload[0], n)
             assert plain[0][1].pos == payload[0] and len(plain) == n
@@ -332,7 +332,11 @@ def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_r
             if k == kernel.K_TXN:  # a branch and its commit right after it: the same xid
                 check_commit(payload[4:] + (payload[1],), plain[-2:])
                 plain = plain[:-2]
-            assert plain[0][0] == kernel.Q_XA_START and plain[-1][1].h[1] == 38
+            prepare = plain[-1][1]
+            assert plain[0][0] == kernel.Q_XA_START and prepare.h[1] == 38
+            assert prepare.raw[19] == (k == kernel.K_LOCAL)  # one_phase: committed by its XA_PREPARE
+            if k == kernel.K_LOCAL:
+                assert payload[4] == Pos(path.name, prepare.pos + prepare.h[3])
             txn = payload[2]
             if txn is None:  # the group's first branch: the assembler files its branch key
                 assert k == kernel.K_BRANCH
@@ -351,6 +355,7 @@ def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_r
     branches, commits = kinds[kernel.K_BRANCH] + kinds[kernel.K_TXN], kinds[kernel.K_TSO_COMMIT] + kinds[kernel.K_TXN]
     assert branches > 4 * kinds.get(kernel.Q_XA_START, 0) > 0 and made > 30 and heartbeats > 0
     assert commits > 4 * kinds.get(kernel.Q_XA_COMMIT, 1) and kinds[kernel.K_TXN] > 10 and kinds[kernel.K_BRANCH] > 10
+    assert kinds[kernel.K_LOCAL] > 0
 
 
 def test_a_group_the_assembler_turns_down_is_replayed_with_the_general_rules(tmp_path):
