@@ -164,6 +164,22 @@ cdef inline int put_padded(char *o, unsigned long long v, int width) noexcept no
     return k
 
 
+cpdef object vtso_timestamp(str vtso):
+    """``extractor.vtso.py_vtso_timestamp``: the epoch seconds of a vtso, its 19 TSO digits read here
+    (anything but 19 ASCII digits first: the Python one, with its result or error)."""
+    cdef unsigned long long v = 0
+    cdef Py_ssize_t i
+    cdef long d
+    if len(vtso) < 19:
+        return (int(vtso[:19]) >> 22) // 1000
+    for i in range(19):
+        d = <long><Py_UCS4>vtso[i] - 48
+        if d < 0 or d > 9:
+            return (int(vtso[:19]) >> 22) // 1000
+        v = v * 10 + <unsigned long long>d
+    return (v >> 22) // 1000
+
+
 cpdef str tso_vtso(unsigned long long tso, unsigned long long txn_id):
     """``f"{tso:019d}{txn_id:019d}" + 16 zeros``: a TSO transaction's vtso."""
     cdef char buf[64]

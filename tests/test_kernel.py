@@ -535,3 +535,20 @@ def test_the_compiled_find_is_bytes_find(data, needle, start, end):
     data = data + needle + data[:7]
     want = data.find(needle, start, len(data) if end is None else end)
     assert _kernel.find(data, needle, start, end) == kernel_py.find(data, needle, start, end) == want
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.integers(0, 10**19 - 1), st.integers(0, (1 << 63) - 1), st.sampled_from(["", " ", "x", "-1", "+"]))
+def test_the_compiled_vtso_timestamp_is_the_python_one(tso, txn_id, odd):
+    from extractor import _sort
+
+    text = vtso.py_tso_vtso(tso, txn_id)
+    for v in (text, f"{tso:019d}", odd + text[len(odd):], text[:5] + odd + text[5 + len(odd):]):
+        try:
+            want = vtso.py_vtso_timestamp(v)
+        except ValueError as exc:
+            with pytest.raises(ValueError, match=re.escape(str(exc))):
+                _sort.vtso_timestamp(v)
+            continue
+        assert _sort.vtso_timestamp(v) == want
+    assert vtso.vtso_timestamp is _sort.vtso_timestamp or kernel.pure_python()
