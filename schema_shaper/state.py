@@ -63,14 +63,18 @@ class SchemaState:
         self.next_table_id = 1
         self.vtso = ""
 
-    def apply_entry(self, entry: Entry) -> None:
+    def apply_entry(self, entry: Entry) -> bool:
         """Apply one history entry, all of it or nothing (BadDdl when it cannot be parsed or applied:
-        the state is then as before, so a run that skips it and a replay that never saw it agree)."""
+        the state is then as before, so a run that skips it and a replay that never saw it agree).
+        False when the entry cannot have changed the model (a physical DDL of a system database or
+        of no table); the state's vtso moves on either way."""
         if isinstance(entry, MarkEntry):
             self._atomically(lambda: self._apply_mark(entry), topology=True)
+            changed = True
         else:
-            self._apply_phys(entry)
+            changed = self._apply_phys(entry)
         self.vtso = max(self.vtso, entry.vtso)
+        return changed
 
     def _atomically(self, change: Callable[[], None], *, topology: bool) -> None:
         """Run ``change``; on any exception the state is put back as it was. ``topology``: the change
@@ -226,23 +230,24 @@ class SchemaState:
                 self.physical.pop(key, None)
             self.topology.drop_table(db, name)
 
-    def _apply_phys(self, entry: PhysEntry) -> None:
+    def _apply_phys(self, entry: PhysEntry) -> bool:
         db_l = entry.db.lower()
         if db_l.startswith(SYSTEM_PREFIXES) or db_l in _SYSTEM_DBS:
-            return
+            return False
         try:
             stmt = parse_ddl(entry.ddl)
         except ValueError as exc:
             raise BadDdl(f"unparseable physical DDL {entry.ddl[:200]!r}: {exc}", dn=entry.dn, file=entry.file,
                          offset=entry.offset, table=entry.db, vtso=entry.vtso) from None
         if not isinstance(stmt, _PHYSICAL_MODEL_KINDS):
-            return  # CREATE DATABASE, CREATE VIEW, GRANT …: nothing of the physical model changes
+            return False  # CREATE DATABASE, CREATE VIEW, GRANT …: nothing of the physical model changes
         renames = isinstance(stmt, RenameTable) or (isinstance(stmt, AlterTable) and stmt.rename_to is not None)
         try:
             self._atomically(lambda: self._apply_phys_statement(entry, stmt), topology=renames)
         except (ValueError, KeyError) as exc:
             raise BadDdl(f"cannot apply physical DDL {entry.ddl[:200]!r}: {exc}", dn=entry.dn, file=entry.file,
                          offset=entry.offset, table=entry.db, vtso=entry.vtso) from None
+        return True
 
     def _elsewhere(self, key: tuple[str, str], dn: str) -> bool:
         """The physical table was created on another DN than ``dn`` (it moved there)."""
