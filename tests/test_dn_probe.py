@@ -61,7 +61,7 @@ def test_a_probe_that_read_too_far_or_another_start_makes_a_fresh_stream(extract
     assert len(broadcast_prefix(d.probe(seq), count=3)) == 3      # read more than 5 transactions
     assert signature(d.stream(None, seq)) == alone
     assert len(extractions) == 3
-    monkeypatch.setattr(local_engine, "PROBE_KEEP", 2000)
+    monkeypatch.setattr(local_engine, "PROBE_KEEP", 64)
     d = DirDn(dn)
     broadcast_prefix(d.probe(seq), count=3)
     other = next(s for s in SEQS.values() if s != seq)
