@@ -40,6 +40,7 @@ _CHUNK = 1 << 22
 # is a fraction of a MB whatever its file size (32 DNs × their current files were most of a 32-DN
 # build's RSS: 146 → 57 MB).
 _RELEASE = 1 << 18
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)     # not on every platform: then nothing is given back
 _FDE = EventType.FORMAT_DESCRIPTION
 # The shortest FDE: version(2) + server version(50) + created(4) + header len(1) + alg(1) + CRC(4).
 _MIN_FDE_SIZE = HEADER_LEN + 57 + 1 + CRC_LEN
@@ -326,7 +327,8 @@ def _release(data: mmap.mmap, start: int, end: int) -> int:
     end -= end % mmap.PAGESIZE
     if end <= start:
         return start
-    data.madvise(mmap.MADV_DONTNEED, start, end - start)
+    if _DONTNEED is not None:
+        data.madvise(_DONTNEED, start, end - start)
     return end
 
 
