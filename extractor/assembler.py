@@ -157,7 +157,10 @@ class Assembler:
         self._tables: dict[bytes, tuple[int, str, str, str, str]] = {}
         maker = self._maker(file) if getattr(events, "grouped_records", False) else None
         if maker is not None:
-            records = chain.from_iterable(events.records(_KINDS, 128, grouped=maker))  # 128 groups ≈ 1 k events
+            # 16 groups (≈ 130 events) a batch: the merge takes from every DN in turn, so every DN's batch
+            # in flight is in the working set. With 128, extract + merge of 1 M events cost 1.03-1.10 s
+            # CPU at 32 DNs against 0.83 at 4 DNs (cache misses); with 16, 0.70-0.79 against 0.65-0.76
+            records = chain.from_iterable(events.records(_KINDS, 16, grouped=maker))
         elif getattr(events, "scannable", False):
             records = chain.from_iterable(events.records(_KINDS))
         else:
