@@ -998,3 +998,73 @@ def frame_dml(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned in
     parts.add_items(tail)
     parts.write(out, pos, timestamp, server_id)
     return parts.n
+
+
+# -- the shaper's pass-through blocks (schema_shaper.Shaper._dml); see binlog.kernel_py.pass_blocks ----
+cdef inline bint rows_pass_c(list events, object src_id) except -1:
+    """``rows_pass`` without its Python call."""
+    cdef bytes raw
+    cdef const unsigned char *p
+    cdef const char *s
+    cdef Py_ssize_t i
+    if type(src_id) is not bytes or PyBytes_GET_SIZE(src_id) != 6:
+        return False
+    s = PyBytes_AS_STRING(src_id)
+    for i in range(1, len(events)):
+        raw = events[i].raw
+        if raw is None or PyBytes_GET_SIZE(raw) < 29:
+            return False
+        p = <const unsigned char *>PyBytes_AS_STRING(raw)
+        if p[4] < ROWS_V2_FIRST or p[4] > ROWS_V2_LAST or memcmp(p + HEADER_LEN, s, 6) != 0 \
+                or p[27] != 2 or p[28] != 0:
+            return False
+    return True
+
+
+def pass_blocks(list blocks, dict plans, int pass_kind, block_cls):
+    cdef list out = []
+    cdef object events, tm, plan, key
+    cdef bytes raw
+    cdef int crc
+    cdef Py_ssize_t n
+    for blk in blocks:
+        events = blk.events
+        if type(events) is not list or not events:
+            return None
+        tm = (<list>events)[0]
+        raw = tm.raw
+        crc = 4 if tm.ctx.checksum else 0
+        n = PyBytes_GET_SIZE(raw) - HEADER_LEN - crc
+        if n < 0:
+            return None
+        key = PyBytes_FromStringAndSize(PyBytes_AS_STRING(raw) + HEADER_LEN, n)
+        plan = plans.get(key)
+        if plan is None or plan.kind != pass_kind or not rows_pass_c(<list>events, plan.src_id):
+            return None
+        out.append(tuple_new(block_cls, (plan.db, plan.table, plan.table_map, blk.hint, events, plan.id_bytes, crc)))
+    return out
+
+
+# -- a DML transaction of the global binlog from its vtso; see binlog.kernel_py.frame_dml_txn ----------
+cdef extern from "zlib.h":
+    unsigned long adler32(unsigned long adler, const unsigned char *buf, unsigned int length) nogil
+
+cdef enum:
+    XID = 16
+
+
+def frame_dml_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+                  list blocks, str vtso, bint archive):
+    # kernel_py's xid_of / cts_marker / cts_line, inline: the vtso's ASCII bytes are read once
+    cdef bytes v = vtso.encode("ascii")
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(v)
+    cdef unsigned int n = <unsigned int>PyBytes_GET_SIZE(v)
+    cdef unsigned long long xid = ((<unsigned long long>crc32(0, p, n)) << 31) ^ adler32(1, p, n)
+    cdef bytes xid_payload = PyBytes_FromStringAndSize(NULL, 8)
+    cdef unsigned char *x = <unsigned char *>PyBytes_AS_STRING(xid_payload)
+    cdef int i
+    for i in range(8):
+        x[i] = (xid >> (8 * i)) & 0xFF
+    return frame_dml(out, pos, timestamp, server_id, head, blocks,
+                     (b"\n# CTS::" + v + b"::ARCHIVE") if archive else (b"\n# CTS::" + v),
+                     [(XID, xid_payload), (ROWS_QUERY, b"\x01CTS::" + v, IGNORABLE)])

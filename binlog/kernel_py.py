@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 from typing import NamedTuple
-from zlib import crc32
+from zlib import adler32, crc32
 
 from binlog.writer import put_event
 
@@ -194,3 +194,58 @@ def frame_dml(out: bytearray, pos: int, timestamp: int, server_id: int, head: li
     items += tail
     frame(out, pos, timestamp, server_id, items)
     return len(items)
+
+
+# -- the shaper's pass-through blocks (schema_shaper.Shaper._dml) --------------------------------------
+def pass_blocks(blocks: list, plans: dict, pass_kind: int, block_cls) -> list | None:
+    """The blocks of a transaction whose every table passes through, each as ``block_cls((db, table,
+    table_map, hint, events, id_bytes, crc))`` (``frame_dml``'s tuple block) from the plan cached
+    under its TABLE_MAP body (header and CRC cut; ``plans``: body → plan with ``kind``, ``db``,
+    ``table``, ``table_map``, ``id_bytes``, ``src_id``), or None when one block has no cached plan
+    of kind ``pass_kind`` or a rows event that ``rows_pass`` refuses: the caller's general path
+    then does the whole transaction."""
+    out = []
+    for blk in blocks:
+        events = blk.events
+        if not events:
+            return None
+        tm = events[0]
+        raw = tm.raw
+        crc = 4 if tm.ctx.checksum else 0
+        plan = plans.get(raw[HEADER_LEN:len(raw) - crc])
+        if plan is None or plan.kind != pass_kind or not rows_pass(events, plan.src_id):
+            return None
+        out.append(block_cls((plan.db, plan.table, plan.table_map, blk.hint, events, plan.id_bytes, crc)))
+    return out
+
+
+# -- a DML transaction of the global binlog from its vtso (dumper.global_binlog) ----------------------
+XID = 16
+CTS_PREFIX = b"CTS::"
+_pack_u64 = struct.Struct("<Q").pack
+
+
+def xid_of(vtso: str) -> int:
+    """The XID event's value: a 63-bit hash of the vtso (CRC32 and Adler-32 of its digits), never a
+    counter, so a restart and a Spark range task write the same bytes; replicas only use it to
+    commit."""
+    b = vtso.encode("ascii")
+    return (crc32(b) << 31) ^ adler32(b)
+
+
+def cts_marker(vtso: str) -> bytes:
+    """The ROWS_QUERY payload of the commit marker written after a transaction: ``\\x01CTS::<vtso>``."""
+    return b"\x01" + CTS_PREFIX + vtso.encode("ascii")
+
+
+def cts_line(vtso: str, archive: bool) -> bytes:
+    """The line a DML transaction's first hint ends with: ``\\n# CTS::<vtso>[::ARCHIVE]``."""
+    return ("\n# CTS::" + vtso + ("::ARCHIVE" if archive else "")).encode("ascii")
+
+
+def frame_dml_txn(out: bytearray, pos: int, timestamp: int, server_id: int, head: list, blocks: list, vtso: str,
+                  archive: bool) -> int:
+    """``frame_dml`` of the DML transaction ``vtso``: its ``cts_line``, then after the blocks the XID
+    (``xid_of``) and the commit marker (``cts_marker``). Returns the number of events appended."""
+    return frame_dml(out, pos, timestamp, server_id, head, blocks, cts_line(vtso, archive),
+                     [(XID, _pack_u64(xid_of(vtso))), (ROWS_QUERY, cts_marker(vtso), IGNORABLE)])

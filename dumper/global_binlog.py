@@ -18,13 +18,15 @@ from __future__ import annotations
 import errno
 import os
 import struct
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 from binlog import kernel
 from binlog.constants import HEADER_LEN, POST_HEADER_LEN_57, POST_HEADER_LEN_80, EventFlag, EventType
-from binlog.header import crc32
+
+# the XID value and the CTS marker: rules of the global binlog defined next to their compiled twin
+# (``binlog.kernel.frame_dml_txn`` writes a DML transaction's XID and markers in C)
+from binlog.kernel_py import CTS_PREFIX, cts_marker, xid_of  # noqa: F401 (CTS_PREFIX: for recovery, verify)
 from binlog.writer import file_name as _file_name
 from binlog.writer import file_seq, rotation_due
 from binlog.writer import file_start as _file_start
@@ -38,7 +40,6 @@ DEFAULT_MAX_FILE_SIZE = 500 * 1024 * 1024
 BASE = "binlog"
 HEARTBEAT_INTERVAL = 30  # seconds: a heartbeat txn is written when its TSO second divides this
 HEARTBEAT_TEXT = b"# TSO HEARTBEAT TXN"
-CTS_PREFIX = b"CTS::"
 
 _pack_xid = struct.Struct("<Q").pack
 _QUERY, _XID, _ROWS_QUERY, _TABLE_MAP = int(EventType.QUERY), int(EventType.XID), 29, int(EventType.TABLE_MAP)
@@ -89,19 +90,6 @@ def file_name(seq: int, base: str = BASE) -> str:
     return _file_name(seq, base)
 
 
-def xid_of(vtso: str) -> int:
-    """The XID event's value: a 63-bit hash of the vtso (CRC32 and Adler-32 of its digits), never a
-    counter, so a restart and a Spark range task write the same bytes; replicas only use it to
-    commit."""
-    b = vtso.encode("ascii")
-    return (crc32(b) << 31) ^ zlib.adler32(b)
-
-
-def cts_marker(vtso: str) -> bytes:
-    """The ROWS_QUERY payload of the commit marker written after a transaction: ``\\x01CTS::<vtso>``."""
-    return b"\x01" + CTS_PREFIX + vtso.encode("ascii")
-
-
 def heartbeat_written(txn: LogicalTxn, interval: int = HEARTBEAT_INTERVAL) -> bool:
     """A heartbeat becomes a txn in the file only when its TSO second divides ``interval``
     (``binlog_write_heartbeat_interval``, reference §4.4); otherwise it writes nothing."""
@@ -123,8 +111,9 @@ def _encode(out: bytearray, txn: LogicalTxn, ts: int, pos: int, server_id: int, 
             gtid: bytes | None = None) -> int:
     """``encode_txn`` (``ts``: the txn's timestamp) appended to ``out``; returns the number of
     events (0: nothing written).
-    A DML transaction goes in one ``binlog.kernel.frame_dml`` call (compiled: headers, payload
-    copies, the pass-through rows events' table ids and CRC32s in one C loop), the others as a
+    A DML transaction goes in one ``binlog.kernel.frame_dml_txn`` call (compiled: the CTS line,
+    XID and marker from the vtso, headers, payload copies, the pass-through rows events' table ids
+    and CRC32s in one C loop), the others as a
     list of ``(type, payload[, flags])`` in one ``binlog.kernel.frame`` call. ``gtid``: the body
     of a GTID event to write first (``dumper.gtid.gtid_payload``). On an error nothing is left in
     ``out``."""
@@ -135,11 +124,9 @@ def _encode(out: bytearray, txn: LogicalTxn, ts: int, pos: int, server_id: int, 
         sid = server_id
     if kind is _DML:
         head = [_BEGIN_ITEM] if gtid is None else [(_GTID, gtid), _BEGIN_ITEM]
-        cts_line = ("\n# CTS::" + vtso + ("::ARCHIVE" if txn.archive else "")).encode("ascii")
-        tail = [(_XID, _pack_xid(xid_of(vtso))), (_ROWS_QUERY, cts_marker(vtso), _IGNORABLE)]
         at = len(out)
         try:
-            return kernel.frame_dml(out, pos, ts, sid, head, txn.blocks, cts_line, tail)
+            return kernel.frame_dml_txn(out, pos, ts, sid, head, txn.blocks, vtso, txn.archive)
         except BaseException:
             del out[at:]
             raise
