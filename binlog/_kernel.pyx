@@ -1022,6 +1022,10 @@ cdef inline bint rows_pass_c(list events, object src_id) except -1:
 
 
 def pass_blocks(list blocks, dict plans, int pass_kind, block_cls):
+    return pass_blocks_c(blocks, plans, pass_kind, block_cls)
+
+
+cdef object pass_blocks_c(list blocks, dict plans, int pass_kind, block_cls):
     cdef list out = []
     cdef object events, tm, plan, key
     cdef bytes raw
@@ -1055,6 +1059,11 @@ cdef enum:
 
 def frame_dml_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
                   list blocks, str vtso, bint archive):
+    return frame_dml_txn_c(out, pos, timestamp, server_id, head, blocks, vtso, archive)
+
+
+cdef object frame_dml_txn_c(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+                            list blocks, str vtso, bint archive):
     # kernel_py's xid_of / cts_marker / cts_line, inline: the vtso's ASCII bytes are read once
     cdef bytes v = vtso.encode("ascii")
     cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(v)
@@ -1068,3 +1077,19 @@ def frame_dml_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigne
     return frame_dml(out, pos, timestamp, server_id, head, blocks,
                      (b"\n# CTS::" + v + b"::ARCHIVE") if archive else (b"\n# CTS::" + v),
                      [(XID, xid_payload), (ROWS_QUERY, b"\x01CTS::" + v, IGNORABLE)])
+
+
+# -- a pass-through global transaction shaped and framed in one call; see binlog.kernel_py.frame_pass_txn
+def frame_pass_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+                   list blocks, list branches, str vtso, dict plans, int pass_kind):
+    cdef object passed = pass_blocks_c(blocks, plans, pass_kind, tuple)
+    cdef object sid = None
+    cdef bint archive = False
+    if not passed:
+        return -1
+    for b in branches:
+        if sid is None:
+            sid = b.server_id
+        if b.archive:
+            archive = True
+    return frame_dml_txn_c(out, pos, timestamp, server_id if sid is None else sid, head, passed, vtso, archive)

@@ -73,3 +73,6 @@ __all__ += ["pass_blocks"]
 # are kernel_py's, with their compiled twin inline)
 frame_dml_txn = _impl.frame_dml_txn
 __all__ += ["frame_dml_txn"]
+# a pass-through global transaction shaped and framed in one call (dumper.global_binlog.append_passed)
+frame_pass_txn = _impl.frame_pass_txn
+__all__ += ["frame_pass_txn"]

@@ -249,3 +249,25 @@ def frame_dml_txn(out: bytearray, pos: int, timestamp: int, server_id: int, head
     (``xid_of``) and the commit marker (``cts_marker``). Returns the number of events appended."""
     return frame_dml(out, pos, timestamp, server_id, head, blocks, cts_line(vtso, archive),
                      [(XID, _pack_u64(xid_of(vtso))), (ROWS_QUERY, cts_marker(vtso), IGNORABLE)])
+
+
+# -- a pass-through global transaction shaped and framed in one call (dumper.global_binlog) -------------
+def frame_pass_txn(out: bytearray, pos: int, timestamp: int, server_id: int, head: list, blocks: list,
+                   branches: list, vtso: str, plans: dict, pass_kind: int) -> int:
+    """What ``schema_shaper.Shaper.shape_txn`` and ``frame_dml_txn`` do for a DML transaction
+    (``blocks``, ``branches`` and ``vtso`` of a ``merger.GlobalTxn``) whose every block passes
+    through with a cached plan (``pass_blocks``), in one call: the server id is the first branch's
+    that has one (else ``server_id``), the transaction is an archive one when a branch is. Returns
+    the number of events appended, or -1 with nothing appended when ``pass_blocks`` gives None or no
+    block (the caller shapes the transaction the general way)."""
+    passed = pass_blocks(blocks, plans, pass_kind, tuple)
+    if not passed:
+        return -1
+    sid = None
+    archive = False
+    for b in branches:
+        if sid is None:
+            sid = b.server_id
+        if b.archive:
+            archive = True
+    return frame_dml_txn(out, pos, timestamp, server_id if sid is None else sid, head, passed, vtso, archive)

@@ -33,7 +33,9 @@ from binlog.writer import file_start as _file_start
 from binlog.writer import rotate_event as rotate_event
 from dumper.gtid import cluster_identity, file_gtids, gtid_payload, gtid_uuid, previous_gtids_event, sid_of
 from extractor.vtso import vtso_timestamp
+from merger.model import GlobalTxn
 from schema_shaper.model import LogicalKind, LogicalTxn
+from schema_shaper.rows import PASS
 
 DEFAULT_SERVER_VERSION = "5.7.44-gbinlog"
 DEFAULT_MAX_FILE_SIZE = 500 * 1024 * 1024
@@ -53,6 +55,7 @@ BEGIN_PAYLOAD = struct.pack("<IIBHH", 0, 0, 0, 0, 0) + b"\0BEGIN"
 assert HEADER_LEN + len(BEGIN_PAYLOAD) + 4 == 42
 _HEARTBEAT_QUERY = b"\x01" + HEARTBEAT_TEXT
 _BEGIN_ITEM = (_QUERY, BEGIN_PAYLOAD, _SUPPRESS_USE)
+_BEGIN_HEAD = [_BEGIN_ITEM]
 
 
 # Crash injection for the crash-safety tests: GBINLOG_CRASH_AT="<point>:<n>[,<point>:<n>…]" makes
@@ -337,10 +340,47 @@ class GlobalBinlog:
         buf = self._buf
         at = len(buf)
         n_events = _encode(buf, txn, ts, self.position, self.server_id, self.heartbeat_interval, gtid)
+        return self._appended(vtso, ts, len(buf) - at, n_events)
+
+    def append_passed(self, g: GlobalTxn, plans: dict) -> int | None:
+        """``append(shaper.shape_txn(g))`` for a DML transaction whose every block passes through
+        (``plans``: the shaper's plan cache, ``Shaper.plans``), shaped and framed in one kernel call
+        (``binlog.kernel.frame_pass_txn``) without a ``LogicalTxn``: the hot path. None, with
+        nothing done, when it does not pass through as a whole, or the first file is not started
+        yet or the GTID identity not known yet: then ``append(shape_txn(g))``."""
+        vtso = g.vtso
+        last = self.last_vtso
+        if self._fd is None or (last is not None and vtso <= last):
+            return None
+        gtids = self.gtids
+        if gtids:
+            if self.gtid_sid is None:
+                return None
+            head = [(_GTID, gtid_payload(self.gtid_sid, self.gno + 1, self.file_txns + 1, ddl=False)), _BEGIN_ITEM]
+        else:
+            head = _BEGIN_HEAD
+        ts = vtso_timestamp(vtso)
+        buf = self._buf
+        at = len(buf)
+        try:
+            n_events = kernel.frame_pass_txn(buf, self.position, ts, self.server_id, head, g.blocks, g.branches,
+                                             vtso, plans, PASS)
+        except BaseException:
+            del buf[at:]
+            raise
+        if n_events < 0:
+            return None
+        if gtids:
+            self.gno += 1
+            self.file_txns += 1
+        return self._appended(vtso, ts, len(buf) - at, n_events)
+
+    def _appended(self, vtso: str, ts: int, size: int, n_events: int) -> int:
+        """The bookkeeping after a written transaction of ``size`` bytes at the end of the buffer."""
         self.last_vtso = vtso
-        size = len(buf) - at
+        buf = self._buf
         if _CRASH_AT and crash_point("torn"):
-            _write_all(self._fd, bytes(buf[:at + size // 2]))
+            _write_all(self._fd, bytes(buf[:len(buf) - size + size // 2]))
             crash_now()
         position = self.position = self.position + size
         self.last_marker = (self.files[-1], position)

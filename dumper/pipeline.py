@@ -62,11 +62,12 @@ from dumper.global_binlog import (
 from dumper.recovery import count_span, list_files
 from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
 from extractor import RestartPoint, storage_sequences
-from extractor.model import DnTxn
+from extractor.model import DnTxn, TxnKind
 from extractor.vtso import vtso_actual_tso
 from merger import GlobalTxn, Membership, merge
 
 log = logging.getLogger(__name__)
+_DML = TxnKind.DML
 
 
 class BuildError(DumperError):
@@ -305,7 +306,10 @@ class Pipeline:
         else:
             shaper = Shaper(store=self.store, on_error=on_error)
         self.schema = shaper
-        return with_filter(shaper.shape_txn, TableFilter.from_settings(self.settings.filter))
+        table_filter = TableFilter.from_settings(self.settings.filter)
+        # without a [filter], a DML transaction that passes through is shaped and written in one call
+        self.passing = shaper.plans if table_filter is None else None
+        return with_filter(shaper.shape_txn, table_filter)
 
     def prejoin(self, g: GlobalTxn) -> None:
         """A DN joined at instruction ``g``: its physical DDLs from before the join (the merge set
@@ -387,7 +391,8 @@ class Pipeline:
 
     def _loop(self, merged: Iterator[GlobalTxn], shape_txn) -> None:
         settings, binlog, result, restart, skip = self.settings, self.binlog, self.result, self.restart, self.skip
-        append, perf_counter = binlog.append, time.perf_counter
+        append, append_passed, perf_counter = binlog.append, binlog.append_passed, time.perf_counter
+        passing = self.passing
         now = perf_counter()
         flush_each = settings.flush_seconds <= 0
         next_check = now + settings.checkpoint_seconds
@@ -414,7 +419,9 @@ class Pipeline:
                 self.note_broadcast(g)
             if prejoin:
                 self.prejoin(g)
-            append(shape_txn(g))
+            # the hot path: a DML transaction that passes through, shaped and written in one call
+            if g.kind is not _DML or passing is None or append_passed(g, passing) is None:
+                append(shape_txn(g))
             self.last_consumed = vtso
             result.txns += 1
             if flush_each:

@@ -162,6 +162,14 @@ class Shaper(SchemaState):
             return default
 
     # -- DML -------------------------------------------------------------------------------------------------
+    @property
+    def plans(self) -> dict[bytes, TablePlan]:
+        """The plan cache: TABLE_MAP body (header and CRC cut) → plan, made on a table map's first
+        occurrence, cleared in place when the schema changes. A pass-through transaction is shaped
+        from it alone (``_dml``; ``dumper.GlobalBinlog.append_passed`` shapes and writes one in one
+        kernel call)."""
+        return self._plans
+
     def _dml(self, g: GlobalTxn) -> LogicalTxn:
         """The hot path: when every block's table passes through with a cached plan, one kernel call
         (``kernel.pass_blocks``: per block one dict lookup of the TABLE_MAP payload and one check of

@@ -1,7 +1,8 @@
-"""The after-extraction hot path in one kernel call per step (issue 17 Must show 1): the shaper's
-pass-through blocks (``kernel.pass_blocks``) and a DML transaction framed from its vtso
-(``kernel.frame_dml_txn``) give the same results compiled and in pure Python, and the same files as
-the general path block by block, on every fixture."""
+"""The after-extraction hot path in one kernel call (issue 17 Must show 1): a global transaction
+that passes through shaped and framed at once (``kernel.frame_pass_txn``), or in two calls, its
+blocks (``kernel.pass_blocks``) then its events from its vtso (``kernel.frame_dml_txn``), give the
+same results compiled and in pure Python, and the same files as the general path block by block,
+on every fixture."""
 
 from __future__ import annotations
 
@@ -110,6 +111,34 @@ def test_frame_dml_txn_writes_the_cts_line_the_xid_hash_and_the_marker_of_the_vt
         assert kernel_py.xid_of(vtso) == xid and kernel_py.cts_marker(vtso) == b"\x01CTS::" + v
 
 
+def test_frame_pass_txn_is_pass_blocks_then_frame_dml_txn_with_the_branches_server_id_and_archive_flag():
+    """One call: the blocks pass (else -1 and nothing written, also for a transaction with no block),
+    the server id is the first branch's that has one (else the default), archive when any branch is."""
+    rnd = random.Random(31)
+    plans = {rnd.randbytes(30): SimpleNamespace(kind=PASS, db="d", table="t", table_map=rnd.randbytes(40),
+                                                id_bytes=rnd.randbytes(6), src_id=rnd.randbytes(6))}
+    outcomes = {"written": 0, "refused": 0}
+    for _ in range(300):
+        blocks, expected = _random_blocks(rnd, plans)
+        branches = [SimpleNamespace(server_id=rnd.choice([None, None, rnd.randrange(1 << 32)]),
+                                    archive=rnd.random() < 0.2) for _ in range(rnd.randrange(1, 4))]
+        vtso = "".join(rnd.choice("0123456789") for _ in range(54))
+        head = [(2, b"\0" * 13 + b"\0BEGIN", 8)]
+        pos, ts, default = rnd.randrange(4, 1 << 30), rnd.randrange(1 << 32), rnd.randrange(1 << 32)
+        want = bytearray(b"x")
+        if expected:
+            sid = next((b.server_id for b in branches if b.server_id is not None), default)
+            n = kernel_py.frame_dml_txn(want, pos, ts, sid, head, expected, vtso, any(b.archive for b in branches))
+        else:
+            n = -1
+        for impl in IMPLS:
+            out = bytearray(b"x")
+            assert impl.frame_pass_txn(out, pos, ts, default, head, blocks, branches, vtso, plans, PASS) == n
+            assert out == want
+        outcomes["written" if expected else "refused"] += 1
+    assert min(outcomes.values()) > 50
+
+
 def output(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name.startswith("binlog.")}
 
@@ -121,12 +150,26 @@ def test_fixture_builds_are_byte_identical_compiled_in_pure_python_and_block_by_
     assert _kernel is not None
     dirs = sorted(p for p in (ROOT / "fixtures" / name).iterdir() if p.is_dir() and p.name.startswith("dn"))
     settings = Settings(max_file_size=256 << 10)
-    build(dirs, tmp_path / "compiled", settings=settings)
+    fused = []
+
+    def counted(*args):
+        fused.append(kernel.frame_pass_txn.__wrapped__(*args))
+        return fused[-1]
+    counted.__wrapped__ = _kernel.frame_pass_txn
     with monkeypatch.context() as m:
-        m.setattr(kernel, "pass_blocks", kernel_py.pass_blocks)
-        m.setattr(kernel, "frame_dml_txn", kernel_py.frame_dml_txn)
+        m.setattr(kernel, "frame_pass_txn", counted)
+        build(dirs, tmp_path / "compiled", settings=settings)
+    # DML transactions took the one-call path (not those in a DDL window: their rows are reshaped)
+    assert sum(n > 0 for n in fused) > 20
+    with monkeypatch.context() as m:
+        for name in ("pass_blocks", "frame_dml_txn", "frame_pass_txn"):
+            m.setattr(kernel, name, getattr(kernel_py, name))
         build(dirs, tmp_path / "pure", settings=settings)
+    with monkeypatch.context() as m:    # shaped into a LogicalTxn, then written
+        m.setattr(kernel, "frame_pass_txn", lambda *a: -1)
+        build(dirs, tmp_path / "shaped", settings=settings)
     with monkeypatch.context() as m:
+        m.setattr(kernel, "frame_pass_txn", lambda *a: -1)
         m.setattr(kernel, "pass_blocks", lambda *a: None)
 
         def general(out, pos, ts, sid, head, blocks, vtso, archive):
@@ -137,4 +180,5 @@ def test_fixture_builds_are_byte_identical_compiled_in_pure_python_and_block_by_
     compiled = output(tmp_path / "compiled")
     assert compiled and sum(map(len, compiled.values())) > 50_000
     assert output(tmp_path / "pure") == compiled
+    assert output(tmp_path / "shaped") == compiled
     assert output(tmp_path / "general") == compiled
