@@ -161,12 +161,6 @@ class BuildResult:
     checkpoints: int = 0
 
 
-def _watch_end(dn: str, txns: Iterable[DnTxn], ended: set[str]) -> Iterator[DnTxn]:
-    """Pass a DN stream through and note when it ends (the heartbeat rule exempts ended DNs)."""
-    yield from txns
-    ended.add(dn)
-
-
 class Pipeline:
     """One run of the pipeline over ``dns`` into ``out_dir`` (see the module doc). ``run()`` returns
     when every DN stream ended or ``should_stop()`` said so; the output is checkpointed then.
@@ -191,7 +185,6 @@ class Pipeline:
         self.t0 = time.perf_counter()
         self.membership = Membership()
         self.merged: list[str] = []
-        self.ended: set[str] = set()
         self.result = BuildResult(self.out)
         self.binlog: GlobalBinlog | None = None
         self.store = None
@@ -257,8 +250,7 @@ class Pipeline:
     # -- 3. extract per DN ---------------------------------------------------------------------------
     def _open(self, d: DnInput) -> Iterable[DnTxn]:
         self.merged.append(d.dn_id)
-        return _watch_end(d.dn_id, d.stream(self.restart.get(d.dn_id), self.seqs[d.dn_id], self.should_stop),
-                          self.ended)
+        return d.stream(self.restart.get(d.dn_id), self.seqs[d.dn_id], self.should_stop)
 
     def extract(self) -> dict[str, Iterable[DnTxn]]:
         """One stream per member DN, in DN order: not a standby DN that has not joined (it is
@@ -338,7 +330,7 @@ class Pipeline:
 
     def note_broadcast(self, g: GlobalTxn) -> None:
         if g.kind in BROADCAST_KINDS:
-            check_broadcast_members(g, self.members, self.ended | set(self.membership.left))
+            check_broadcast_members(g, self.members, self.membership.ended | set(self.membership.left))
             if self.cluster_id is None:
                 self.cluster_id = vtso_actual_tso(g.vtso)
 
