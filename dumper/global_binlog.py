@@ -23,6 +23,7 @@ from pathlib import Path
 
 from binlog import kernel
 from binlog.constants import HEADER_LEN, POST_HEADER_LEN_57, POST_HEADER_LEN_80, EventFlag, EventType
+from binlog.index_lock import index_lock
 
 # the XID value and the CTS marker: rules of the global binlog defined next to their compiled twin
 # (``binlog.kernel.frame_dml_txn`` writes a DML transaction's XID and markers in C)
@@ -240,15 +241,21 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_index(directory: Path, names: list[str], base: str = BASE) -> None:
-    """``<base>.index`` (``./binlog.000001`` per line, as MySQL writes it), replaced atomically."""
-    tmp = directory / f".{base}.index.tmp"
-    with open(tmp, "w", encoding="ascii") as fh:
-        fh.write("".join(f"./{n}\n" for n in names))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, directory / f"{base}.index")
-    fsync_dir(directory)
+def write_index(directory: Path, names: list[str], base: str = BASE, *, drop_missing: bool = False) -> list[str]:
+    """``<base>.index`` (``./binlog.000001`` per line, as MySQL writes it), replaced atomically under
+    ``index_lock``; ``drop_missing`` leaves out the files no longer on disk (purged meanwhile).
+    Returns the names written."""
+    with index_lock(directory):
+        if drop_missing:
+            names = [n for n in names if (directory / n).exists()]
+        tmp = directory / f".{base}.index.tmp"
+        with open(tmp, "w", encoding="ascii") as fh:
+            fh.write("".join(f"./{n}\n" for n in names))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, directory / f"{base}.index")
+        fsync_dir(directory)
+    return names
 
 
 class GlobalBinlog:
@@ -440,9 +447,8 @@ class GlobalBinlog:
             cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
             raise cls(f"{path}: cannot start the file: {os.strerror(exc.errno)}") from exc
         # Files purged meanwhile (the endpoint's retention / PURGE BINARY LOGS) leave the index too.
-        self.files = [f for f in self.files if (self.directory / f).exists()] + [name]
         try:
-            write_index(self.directory, self.files, self.base)
+            self.files = write_index(self.directory, [*self.files, name], self.base, drop_missing=True)
         except OSError as exc:
             os.close(fd)
             cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else DumperError
