@@ -1203,3 +1203,38 @@ cdef extern from *:
 def crc32_of(const unsigned char[::1] data, unsigned long crc=0):
     """``zlib.crc32(data, crc)``, by the folded CRC when the CPU has it (for the tests)."""
     return gb_crc32(crc, &data[0] if data.shape[0] else NULL, data.shape[0])
+
+
+# -- the trace merge's sort (merger.trace_merge.merge_by_trace); see binlog.kernel_py.by_trace ---------
+from cpython.object cimport PyObject_RichCompareBool, Py_LT, Py_EQ
+from operator import attrgetter
+
+_trace_key = attrgetter("trace_id")
+
+
+def by_trace(branches):
+    cdef list merged = []
+    cdef list keys = []
+    cdef Py_ssize_t n, i, j
+    cdef object key, blk
+    cdef bint repeated = False
+    for b in branches:
+        merged.extend(b.blocks)
+    n = len(merged)
+    if n > 16 and len(branches) > 1:   # a big transaction: Timsort (merges the branches' runs)
+        merged.sort(key=_trace_key)
+    for i in range(n):
+        keys.append(merged[i].trace_id)
+    if n <= 16 and len(branches) > 1:   # insertion sort: stable, few blocks
+        for i in range(1, n):
+            key, blk = keys[i], merged[i]
+            j = i - 1
+            while j >= 0 and PyObject_RichCompareBool(key, keys[j], Py_LT):
+                keys[j + 1], merged[j + 1] = keys[j], merged[j]
+                j -= 1
+            keys[j + 1], merged[j + 1] = key, blk
+    for i in range(1, n):
+        if PyObject_RichCompareBool(keys[i], keys[i - 1], Py_EQ):
+            repeated = True
+            break
+    return merged, repeated

@@ -18,6 +18,7 @@ transaction in one call.
 from __future__ import annotations
 
 import struct
+from operator import eq
 from typing import NamedTuple
 from zlib import adler32, crc32
 
@@ -271,3 +272,21 @@ def frame_pass_txn(out: bytearray, pos: int, timestamp: int, server_id: int, hea
         if b.archive:
             archive = True
     return frame_dml_txn(out, pos, timestamp, server_id if sid is None else sid, head, passed, vtso, archive)
+
+
+# -- the trace merge's sort (merger.trace_merge.merge_by_trace) ------------------------------------------
+def _trace_id(block):
+    return block.trace_id
+
+
+def by_trace(branches: list) -> tuple[list, bool]:
+    """The ``blocks`` of every branch in one new list, stably sorted by ``trace_id`` (each branch's
+    list is non-decreasing: the stable k-way merge, earlier branches first on ties), and whether two
+    neighbours in it share a trace id."""
+    if len(branches) == 1:
+        merged = list(branches[0].blocks)
+    else:
+        merged = [blk for b in branches for blk in b.blocks]
+        merged.sort(key=_trace_id)
+    keys = list(map(_trace_id, merged))
+    return merged, any(map(eq, keys, keys[1:]))

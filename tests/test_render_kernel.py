@@ -199,3 +199,22 @@ def test_the_kernels_crc32_is_zlibs_at_every_length_alignment_and_start_value():
         chunk = rnd.randbytes(rnd.randrange(0, 3000))
         start = rnd.randrange(1 << 32)
         assert _kernel.crc32_of(chunk, start) == zlib.crc32(chunk, start)
+
+
+def test_by_trace_is_the_stable_merge_of_the_branches_blocks_by_trace_id():
+    """Both kernels: every branch's blocks in one list, stably ordered by trace id (the earlier
+    branch first on ties), and whether two neighbours share an id; small and big transactions."""
+    rnd = random.Random(41)
+    for _ in range(1500):
+        branches = []
+        for b in range(rnd.randrange(1, 4)):
+            ids = sorted(f"{rnd.randrange(0, 30):020d}" for _ in range(rnd.randrange(0, 12 if rnd.random() < 0.9 else 40)))
+            branches.append(SimpleNamespace(blocks=[SimpleNamespace(trace_id=t, at=(b, i)) for i, t in enumerate(ids)]))
+        every = [blk for br in branches for blk in br.blocks]
+        want = sorted(every, key=lambda blk: (blk.trace_id, blk.at))
+        repeated = any(x.trace_id == y.trace_id for x, y in zip(want, want[1:], strict=False))
+        for impl in IMPLS:
+            for seq in (branches, tuple(branches)):
+                merged, flag = impl.by_trace(seq)
+                assert merged == want and flag is repeated
+                assert all(merged is not br.blocks for br in branches)
