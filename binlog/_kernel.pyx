@@ -1000,6 +1000,38 @@ def frame_dml(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned in
     return parts.n
 
 
+# -- reading a slot by its offset (the hot path reads a few slots of many objects) ------------------------
+cdef class _Member:
+    """Reads attribute ``name`` of an object: for the first class seen whose ``name`` is a slot, by the
+    slot's offset in the object (no attribute lookup); for any other object, by ``getattr``."""
+    cdef str name
+    cdef type cls
+    cdef Py_ssize_t off
+
+    def __init__(self, str name):
+        self.name, self.cls, self.off = name, None, 0
+
+    cdef inline object get(self, object obj):
+        cdef PyObject *v
+        if type(obj) is self.cls:
+            v = (<PyObject **>((<char *><PyObject *>obj) + self.off))[0]
+            if v != NULL:
+                return <object>v
+        elif self.cls is None:
+            self.learn(type(obj))
+        return getattr(obj, self.name)      # other classes, an unset slot (AttributeError)
+
+    cdef void learn(self, type cls):
+        d = cls.__dict__.get(self.name)
+        if type(d).__name__ == "member_descriptor" and (<PyMemberDescrObject *>d).d_member.offset > 0:
+            self.off = (<PyMemberDescrObject *>d).d_member.offset
+            self.cls = cls
+
+
+cdef _Member M_EVENTS = _Member("events"), M_HINT = _Member("hint"), M_RAW = _Member("raw"), M_CTX = _Member("ctx")
+cdef _Member M_CHECKSUM = _Member("checksum"), M_SERVER_ID = _Member("server_id"), M_ARCHIVE = _Member("archive")
+
+
 # -- the shaper's pass-through blocks (schema_shaper.Shaper._dml); see binlog.kernel_py.pass_blocks ----
 cdef inline bint rows_pass_c(list events, object src_id) except -1:
     """``rows_pass`` without its Python call."""
@@ -1011,7 +1043,7 @@ cdef inline bint rows_pass_c(list events, object src_id) except -1:
         return False
     s = PyBytes_AS_STRING(src_id)
     for i in range(1, len(events)):
-        raw = events[i].raw
+        raw = M_RAW.get(events[i])
         if raw is None or PyBytes_GET_SIZE(raw) < 29:
             return False
         p = <const unsigned char *>PyBytes_AS_STRING(raw)
@@ -1032,12 +1064,12 @@ cdef object pass_blocks_c(list blocks, dict plans, int pass_kind, block_cls):
     cdef int crc
     cdef Py_ssize_t n
     for blk in blocks:
-        events = blk.events
+        events = M_EVENTS.get(blk)
         if type(events) is not list or not events:
             return None
         tm = (<list>events)[0]
-        raw = tm.raw
-        crc = 4 if tm.ctx.checksum else 0
+        raw = M_RAW.get(tm)
+        crc = 4 if M_CHECKSUM.get(M_CTX.get(tm)) else 0
         n = PyBytes_GET_SIZE(raw) - HEADER_LEN - crc
         if n < 0:
             return None
@@ -1045,7 +1077,8 @@ cdef object pass_blocks_c(list blocks, dict plans, int pass_kind, block_cls):
         plan = plans.get(key)
         if plan is None or plan.kind != pass_kind or not rows_pass_c(<list>events, plan.src_id):
             return None
-        out.append(tuple_new(block_cls, (plan.db, plan.table, plan.table_map, blk.hint, events, plan.id_bytes, crc)))
+        out.append(tuple_new(block_cls, (plan.db, plan.table, plan.table_map, M_HINT.get(blk), events, plan.id_bytes,
+                                         crc)))
     return out
 
 
@@ -1089,8 +1122,8 @@ def frame_pass_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsign
         return -1
     for b in branches:
         if sid is None:
-            sid = b.server_id
-        if b.archive:
+            sid = M_SERVER_ID.get(b)
+        if M_ARCHIVE.get(b):
             archive = True
     return frame_dml_txn_c(out, pos, timestamp, server_id if sid is None else sid, head, passed, vtso, archive)
 
