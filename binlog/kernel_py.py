@@ -29,7 +29,7 @@ CRC_RESIDUE = 0x2144DF1C
 MAX_EVENT_SIZE = 1 << 30
 FDE = 15
 K_ROWS, K_QUERY, K_GCN, K_TABLE_MAP, K_ROWS_QUERY, K_XA_PREPARE = 1, 2, 3, 4, 5, 6
-K_BRANCH, K_TSO_COMMIT = 40, 41  # the groups only the compiled scan_txns makes
+K_BRANCH, K_TSO_COMMIT, K_TXN, K_LOCAL = 40, 41, 42, 43  # the groups only the compiled scan_txns makes
 Q_OTHER, Q_XA_START, Q_XA_COMMIT, Q_XA_ROLLBACK, Q_BEGIN, Q_COMMIT = 2, 20, 21, 22, 23, 24
 ST_MORE, ST_FDE, ST_BAD_SIZE, ST_BAD_CRC = 0, 1, 2, 3
 
@@ -110,7 +110,7 @@ def scan(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_even
 def scan_txns(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make_event, ctx,
               max_records: int, table_id_len: int, maker, file_offset: int = 0) -> tuple[list, int, int, int]:
     """``scan``. The compiled ``scan_txns`` also hands the common XA shapes over whole (``K_BRANCH``,
-    ``K_TSO_COMMIT`` records, see ``binlog/_kernel.pyx``); here every event comes alone and the
+    ``K_TSO_COMMIT``, ``K_TXN``, ``K_LOCAL`` records, see ``binlog/_kernel.pyx``); here every event comes alone and the
     assembler's general path handles it, with the same result. ``file_offset``: the file offset of
     ``data``'s first byte (the events' positions are ``file_offset`` + their offset in ``data``)."""
     out = scan(data, off, checksum, kinds, query_phl, make_event, ctx, max_records)
@@ -118,6 +118,13 @@ def scan_txns(data, off: int, checksum: bool, kinds: bytes, query_phl: int, make
         for rec in out[0]:
             rec[1].pos += file_offset
     return out
+
+
+def find(data, needle: bytes, start: int = 0, end: int | None = None) -> int:
+    """``data.find(needle, start, end)`` (``start``, ``end`` >= 0; the compiled one is ``memmem``)."""
+    if start < 0 or (end is not None and end < 0):
+        raise ValueError("find takes offsets >= 0")
+    return data.find(needle, start, len(data) if end is None else end)
 
 
 def frame(out: bytearray, pos: int, timestamp: int, server_id: int, items: list) -> int:

@@ -380,13 +380,15 @@ class Shaper(SchemaState):
 
     # -- history ---------------------------------------------------------------------------------------------
     def apply(self, entry: Entry, *, store: bool = True) -> None:
-        """Apply one history entry to the model (and the store); the plan cache is dropped."""
-        self.apply_entry(entry)
-        self._plans.clear()
+        """Apply one history entry to the model (and the store); the plan cache is dropped when the
+        model changed."""
+        changed = self.apply_entry(entry)
+        if changed:
+            self._plans.clear()
         # Entries are stored in vtso order as they are applied: one at or below the store's last
         # vtso is there already (a restart replaying it), and writing it again would only cost a sync.
         if store and self.store is not None and entry.vtso > self._stored_upto:
-            self.store.add(entry)
+            self.store.add(entry, sync=changed)
 
 
 

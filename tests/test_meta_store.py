@@ -8,6 +8,8 @@ table ids follow the logical table versions (the truth's ``logical_schemas`` ord
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from functools import cache
 
 import pytest
@@ -152,3 +154,37 @@ def test_mariadb_meta_store(metadb, tmp_path):
     with MetaStore.open(url) as store:
         shaper = Shaper.as_of(store, x)
         assert [signature(shaper.shape_txn(g)) for g in txns if g.vtso > x] == [s for s in full_run() if s[0] > x]
+
+
+_KILLED_AFTER_ADDING = """
+import os, sys
+from schema_shaper import MetaStore, PhysEntry, Shaper
+store = MetaStore.open(sys.argv[1])
+shaper = Shaper(store=store)
+def phys(n, db, sql):
+    return PhysEntry(f"{n:054d}", "dn1", "mysql-bin.000001", 100 * n, db, sql)
+def synchronous():
+    return store.conn.execute("PRAGMA synchronous").fetchone()[0]
+modes = []
+shaper.apply(phys(1, "bank_p00001", "CREATE TABLE `t_1` (`id` bigint)"))               # the model changes
+modes.append(synchronous())
+shaper.apply(phys(2, "", "CREATE DATABASE IF NOT EXISTS `bank_p00002` CHARACTER SET utf8mb4"))  # nothing
+modes.append(synchronous())
+shaper.apply(phys(3, "__cdc___000001", "CREATE TABLE `__cdc_heartbeat__` (`id` bigint)"))       # nothing
+modes.append(synchronous())
+print(modes, flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_entries_that_change_nothing_skip_the_disk_wait_and_survive_a_kill(tmp_path):
+    """A physical DDL the model has nothing of is committed without synchronous=FULL's wait (2 = FULL,
+    1 = NORMAL), and is still stored when the process is killed right after, without closing."""
+    path = tmp_path / "meta.db"
+    res = subprocess.run([sys.executable, "-c", _KILLED_AFTER_ADDING, str(path)], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == -9, res.stderr
+    assert res.stdout.strip() == "[2, 1, 1]"
+    with MetaStore.open(path) as store:
+        assert [(e.vtso[-1], e.db) for e in store.history()] == [
+            ("1", "bank_p00001"), ("2", ""), ("3", "__cdc___000001")]

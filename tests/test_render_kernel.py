@@ -184,23 +184,6 @@ def test_fixture_builds_are_byte_identical_compiled_in_pure_python_and_block_by_
     assert output(tmp_path / "general") == compiled
 
 
-def test_the_kernels_crc32_is_zlibs_at_every_length_alignment_and_start_value():
-    """``_kernel``'s CRC32 (folded with PCLMULQDQ on x86-64, zlib's elsewhere), which every event
-    check and every written event goes through, is ``zlib.crc32``."""
-    assert _kernel is not None
-    rnd = random.Random(37)
-    data = rnd.randbytes(70_000)
-    for n in [*range(0, 200), 1023, 1024, 1025, 65_535, 65_536, 65_537]:
-        for at in (0, 1, 7, 15):
-            view = memoryview(data)[at:at + n]
-            start = rnd.choice([0, 0xFFFFFFFF, rnd.randrange(1 << 32)])
-            assert _kernel.crc32_of(view, start) == zlib.crc32(view, start), (n, at, start)
-    for _ in range(2000):
-        chunk = rnd.randbytes(rnd.randrange(0, 3000))
-        start = rnd.randrange(1 << 32)
-        assert _kernel.crc32_of(chunk, start) == zlib.crc32(chunk, start)
-
-
 def test_by_trace_is_the_stable_merge_of_the_branches_blocks_by_trace_id():
     """Both kernels: every branch's blocks in one list, stably ordered by trace id (the earlier
     branch first on ties), and whether two neighbours share an id; small and big transactions."""
