@@ -162,11 +162,40 @@ class Shaper(SchemaState):
             return default
 
     # -- DML -------------------------------------------------------------------------------------------------
+    @property
+    def plans(self) -> dict[bytes, TablePlan]:
+        """The plan cache: TABLE_MAP body (header and CRC cut) → plan, made on a table map's first
+        occurrence, cleared in place when the schema changes. A pass-through transaction is shaped
+        from it alone (``_dml``; ``dumper.GlobalBinlog.append_passed`` shapes and writes one in one
+        kernel call)."""
+        return self._plans
+
     def _dml(self, g: GlobalTxn) -> LogicalTxn:
-        """The hot path: per block one dict lookup of the TABLE_MAP payload and, for a table that
-        passes through, one check of its rows events (``kernel.rows_pass``): they go on as read, the
-        dumper writes them with the output table id (``PassBlock``)."""
-        out = []
+        """The hot path: when every block's table passes through with a cached plan, one kernel call
+        (``kernel.pass_blocks``: per block one dict lookup of the TABLE_MAP payload and one check of
+        its rows events) gives the ``PassBlock``s — the rows events go on as read, the dumper writes
+        them with the output table id; otherwise ``_dml_blocks`` block by block."""
+        out = kernel.pass_blocks(g.blocks, self._plans, PASS, PassBlock)
+        if out is None:
+            out = self._dml_blocks(g)
+        else:
+            self.counts["pass"] += len(out)
+        # GlobalTxn.server_id / .archive inlined (the first hint's server id; any archive branch).
+        server_id = None
+        archive = False
+        for b in g.branches:
+            if server_id is None:
+                server_id = b.server_id
+            if b.archive:
+                archive = True
+        if not out:
+            return LogicalTxn(g.vtso, _NONE, [], None, None, None, None, archive, g)
+        return LogicalTxn(g.vtso, _DML, out, None, None, None, server_id, archive, g)
+
+    def _dml_blocks(self, g: GlobalTxn) -> list[LogicalBlock | PassBlock]:
+        """The logical blocks of a DML transaction, block by block: a plan made on a TABLE_MAP's first
+        occurrence (and cached), pass-through rows checked, rows rebuilt where they must be."""
+        out: list[LogicalBlock | PassBlock] = []
         plans = self._plans
         tso = None
         passed = 0
@@ -206,17 +235,7 @@ class Shaper(SchemaState):
                     out.append(LogicalBlock(plan.db, plan.table, plan.table_map, rows, blk.hint))
         if passed:
             self.counts["pass"] += passed
-        # GlobalTxn.server_id / .archive inlined (the first hint's server id; any archive branch).
-        server_id = None
-        archive = False
-        for b in g.branches:
-            if server_id is None:
-                server_id = b.server_id
-            if b.archive:
-                archive = True
-        if not out:
-            return LogicalTxn(g.vtso, _NONE, [], None, None, None, None, archive, g)
-        return LogicalTxn(g.vtso, _DML, out, None, None, None, server_id, archive, g)
+        return out
 
     def _pass_rows(self, plan: TablePlan, blk: Block, g: GlobalTxn, crc: int) -> list[tuple[int, bytes]] | None:
         """The rows of a pass-through table when some rows event cannot pass as read (a v1 event,
