@@ -190,6 +190,13 @@ class MetaStore:
                    f"VALUES ({', '.join([p] * len(values))})")
         self._execute(sql, values)
 
+    def sync(self) -> None:
+        """Make every entry stored so far durable (those added with ``sync=False`` too). SQLite: a WAL
+        checkpoint, which with synchronous=NORMAL syncs the WAL, copies it into the database and syncs
+        that (https://www.sqlite.org/wal.html); MySQL/MariaDB: each insert was committed already."""
+        if not self.mysql:
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def history(self, upto: str | None = None) -> list[Entry]:
         """Every entry with vtso ≤ ``upto`` (all when None), in apply order: by vtso, entries of one
         vtso (snapshot rows) in the order they were stored."""
