@@ -266,3 +266,33 @@ def test_the_pipeline_syncs_the_meta_store_before_it_writes_what_follows_a_ddl(t
         assert (deferred / f).read_bytes() == (plain / f).read_bytes()
     with Store.open(plain / "meta.db") as a, Store.open(deferred / "meta.db") as b:
         assert a.history() == b.history()
+
+
+def test_sync_with_a_reader_holding_the_wal_syncs_the_wal_file(tmp_path, monkeypatch):
+    """A reader in another connection (the endpoint's catalog) keeps the checkpoint from copying the
+    newest entries: ``sync`` then syncs the WAL file itself."""
+    import os
+    import sqlite3
+
+    import schema_shaper.meta_store as meta_store
+
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+    monkeypatch.setattr(meta_store.os, "fsync", fsync)
+    path = tmp_path / "meta.db"
+    with MetaStore.open(path) as store:
+        store.sync()
+        assert synced == []                           # the checkpoint copied and synced everything
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM binlog_phy_ddl_history").fetchone()   # a snapshot held
+        store.add(PhysEntry(f"{1:054d}", "dn1", "mysql-bin.000001", 100, "bank_p00001", "CREATE TABLE `t` (`id` int)"),
+                  sync=False)
+        store.sync()
+        assert synced == [str(path) + "-wal"]
+        reader.execute("COMMIT")
+        reader.close()
