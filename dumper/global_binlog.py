@@ -19,7 +19,7 @@ import errno
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from binlog import kernel
@@ -296,9 +296,9 @@ class GlobalBinlog:
         self.heartbeat_interval = heartbeat_interval
         self.buffer_size = buffer_size
         self._buf = bytearray()
-        # called before appended transactions are written out (the pipeline: the meta store synced
-        # first, so a restart from what the files hold finds the schema history they depend on)
-        self.before_write: Callable[[], None] | None = None
+        # a function called before appended transactions are written out (the pipeline: the meta
+        # store synced first, so a restart from what the files hold finds the history they depend on)
+        self.before_write = None
         self._fd: int | None = None
         self.recovery = recover(self.directory, base=base, server_id=server_id, server_version=server_version,
                                 max_file_size=max_file_size, hint=hint, gtids=gtids)

@@ -304,8 +304,8 @@ class Pipeline:
             shaper = Shaper.as_of(self.store, self.skip, on_error=on_error)
         else:
             shaper = Shaper(store=self.store, on_error=on_error)
-        self.schema = shaper
         self.binlog.before_write = shaper.defer_store_sync()   # the meta store is synced before each write
+        self.schema = shaper
         return with_filter(shaper.shape_txn, TableFilter.from_settings(self.settings.filter))
 
     def prejoin(self, g: GlobalTxn) -> None:
