@@ -297,6 +297,7 @@ class Pipeline:
             shaper = Shaper.as_of(self.store, self.skip, on_error=on_error)
         else:
             shaper = Shaper(store=self.store, on_error=on_error)
+        self.binlog.before_write = shaper.defer_store_sync()   # the meta store is synced before each write
         self.schema = shaper
         table_filter = TableFilter.from_settings(self.settings.filter)
         # without a [filter], a DML transaction that passes through is shaped and written in one call
