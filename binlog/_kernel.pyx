@@ -15,11 +15,149 @@ from libc.stdio cimport snprintf
 from libc.string cimport memchr, memcmp, memcpy
 from time import monotonic
 
+cimport cython
+
 tuple_new = tuple.__new__
 
 
-cdef extern from "zlib.h":
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int length) nogil
+cdef extern from *:
+    """
+    /* CRC-32 (zlib's: reflected polynomial 0xEDB88320) of the scan's checks and the frames' trailers.
+       zlib 1.2 goes a byte (or a braid) at a time, a third of a 1x extraction's CPU on events of
+       30-200 bytes; on x86 with PCLMULQDQ the 16-byte blocks are folded by carry-less
+       multiplication instead (Gopal, Ozturk et al., "Fast CRC Computation for Generic Polynomials
+       Using PCLMULQDQ Instruction", Intel 2009; the constants are the paper's bit-reflected k1..k5,
+       P' and mu). A length that is not a multiple of 16 is taken as the same bytes after 16 - r zero
+       bytes, from a register that those zeros turn into the starting one (``gb_pre``, found once by
+       running the zero-byte step backwards), so no byte goes alone. Same value as zlib's crc32 for
+       any input (tests/test_kernel.py); without PCLMULQDQ (or off x86) zlib's crc32 itself. */
+    #include <stddef.h>
+    #include <stdint.h>
+    #include <zlib.h>
+
+    static int gb_clmul = 0;
+    static const z_crc_t *gb_table = NULL;
+    static uint32_t gb_pre[16];  /* gb_pre[r]: the register that 16 - r zero bytes turn into ~0 */
+    static unsigned char gb_shift[16][16];  /* pshufb masks: bytes 0..r-1 to 16-r..15, zeros below */
+
+    #if defined(__GNUC__) && defined(__x86_64__)
+    #include <immintrin.h>
+    #define GB_LOAD(q) _mm_loadu_si128((const __m128i *)(q))
+    /* x * x^n folded into the next block: hi(x)*k.hi ^ lo(x)*k.lo ^ next */
+    #define GB_FOLD(x, k, next) _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128((x), (k), 0x00), \
+                                              _mm_clmulepi64_si128((x), (k), 0x11)), (next))
+
+    /* The CRC register after the ``len`` bytes at ``p`` (len >= 16), from register ``c``; with
+       ``r`` = len % 16 > 0, after 16 - r zero bytes then those (the first block is p's first r bytes
+       shifted up behind zeros). */
+    __attribute__((target("pclmul,sse4.1")))
+    static uint32_t gb_fold(uint32_t c, const unsigned char *p, size_t len)
+    {
+        const __m128i by128 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);   /* k4, k3 */
+        const __m128i by512 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);   /* k2, k1 */
+        const __m128i by64 = _mm_set_epi64x(0, 0x0163cd6124LL);                 /* k5 */
+        const __m128i barrett = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL); /* mu, P' */
+        const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
+        size_t r = len & 15;
+        __m128i a = GB_LOAD(p), b, d, e, t;
+        if (r) {
+            a = _mm_shuffle_epi8(a, GB_LOAD(gb_shift[r]));
+            p += r;
+            len -= r;
+        } else {
+            p += 16;
+            len -= 16;
+        }
+        a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)c));
+        if (len >= 48) {  /* four lanes 64 bytes apart, joined at the end */
+            b = GB_LOAD(p);
+            d = GB_LOAD(p + 16);
+            e = GB_LOAD(p + 32);
+            p += 48;
+            len -= 48;
+            for (; len >= 64; p += 64, len -= 64) {
+                a = GB_FOLD(a, by512, GB_LOAD(p));
+                b = GB_FOLD(b, by512, GB_LOAD(p + 16));
+                d = GB_FOLD(d, by512, GB_LOAD(p + 32));
+                e = GB_FOLD(e, by512, GB_LOAD(p + 48));
+            }
+            a = GB_FOLD(a, by128, b);
+            a = GB_FOLD(a, by128, d);
+            a = GB_FOLD(a, by128, e);
+        }
+        for (; len >= 16; p += 16, len -= 16)
+            a = GB_FOLD(a, by128, GB_LOAD(p));
+        /* 128 -> 64 bits, 64 -> 32 bits, then Barrett's reduction modulo P */
+        t = _mm_clmulepi64_si128(a, by128, 0x10);
+        a = _mm_xor_si128(_mm_srli_si128(a, 8), t);
+        t = _mm_srli_si128(a, 4);
+        a = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(a, low32), by64, 0x00), t);
+        t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), barrett, 0x10);
+        t = _mm_clmulepi64_si128(_mm_and_si128(t, low32), barrett, 0x00);
+        return (uint32_t)_mm_extract_epi32(_mm_xor_si128(a, t), 1);
+    }
+
+    static void gb_crc_init(void)
+    {
+        unsigned char top[256];
+        int seen[256] = {0}, i, r;
+        uint32_t c = 0xFFFFFFFFu;
+        gb_table = get_crc_table();
+        /* the zero-byte step c -> T[c & 0xff] ^ (c >> 8) undone: T's top bytes are all different */
+        for (i = 0; i < 256; i++) {
+            top[gb_table[i] >> 24] = (unsigned char)i;
+            seen[gb_table[i] >> 24] = 1;
+        }
+        for (i = 0; i < 256; i++)
+            if (!seen[i])
+                return;
+        for (r = 0; r < 16; r++)
+            for (i = 0; i < 16; i++)
+                gb_shift[r][i] = i < 16 - r ? 0x80 : (unsigned char)(i - (16 - r));
+        gb_pre[0] = c;
+        for (r = 15; r >= 1; r--) {
+            i = top[c >> 24];
+            c = ((c ^ (uint32_t)gb_table[i]) << 8) | (uint32_t)i;
+            gb_pre[r] = c;
+        }
+        __builtin_cpu_init();
+        gb_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    }
+    #else
+    static uint32_t gb_fold(uint32_t c, const unsigned char *p, size_t len) { return c; }
+    static void gb_crc_init(void) { gb_table = get_crc_table(); }
+    #endif
+
+    static unsigned long gb_crc32(unsigned long crc, const unsigned char *p, unsigned int len)
+    {
+        uint32_t c;
+        if (!gb_clmul || len < 16)
+            return crc32(crc, p, len);
+        if (crc == 0)  /* the scan's and the frames' case: r = len % 16 bytes after 16 - r zeros */
+            return ~gb_fold(gb_pre[len & 15], p, len);
+        for (c = ~(uint32_t)crc; len & 15; len--)  /* a running CRC: the first r bytes one by one */
+            c = (uint32_t)gb_table[(c ^ *p++) & 0xff] ^ (c >> 8);
+        return ~gb_fold(c, p, len);
+    }
+    """
+    void gb_crc_init()
+    int gb_clmul
+    unsigned long crc32 "gb_crc32"(unsigned long crc, const unsigned char *buf, unsigned int length) nogil
+
+
+
+gb_crc_init()
+
+
+def crc32_of(const unsigned char[::1] data, unsigned long crc=0):
+    """The kernel's CRC-32 of ``data`` continuing ``crc`` (= ``zlib.crc32``; for the tests)."""
+    cdef const unsigned char *empty = b""
+    return crc32(crc, &data[0] if data.shape[0] else empty, <unsigned int>data.shape[0])
+
+
+def crc32_folds() -> bool:
+    """Whether the kernel's CRC-32 folds by carry-less multiplication (x86 PCLMULQDQ) here."""
+    return gb_clmul != 0
 
 
 cdef enum:
@@ -35,6 +173,8 @@ cdef enum:
     K_XA_PREPARE = 6
     K_BRANCH = 40
     K_TSO_COMMIT = 41
+    K_TXN = 42
+    K_LOCAL = 43
     Q_OTHER = 2
     Q_XA_START = 20
     Q_XA_COMMIT = 21
@@ -91,58 +231,29 @@ cdef int classify_query(const unsigned char *p, Py_ssize_t size, int query_phl, 
 def scan(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
          Py_ssize_t max_records):
     cdef const unsigned char[::1] buf = data
-    cdef Py_ssize_t n = buf.shape[0]
-    cdef const unsigned char *base = &buf[0] if n else NULL
+    cdef _Walk w = walker(buf, checksum, kinds, query_phl, 0)
     cdef const unsigned char *p
-    cdef Py_ssize_t size, end, q
-    cdef unsigned int t
-    cdef int k
+    cdef Py_ssize_t at
     cdef list out = []
-    cdef Py_ssize_t count = 0, walked = 0
+    cdef Py_ssize_t count = 0
     new_event = make_event.__new__
     unset = _unset_of(make_event)
-    while off + HEADER_LEN <= n and count < max_records:
-        p = base + off
-        size = u32(p + 9)
-        if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-            return out, off, ST_BAD_SIZE, walked
-        end = off + size
-        if end > n:
-            break
-        t = p[4]
-        if t == FDE:
-            return out, off, ST_FDE, walked
-        if checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
-            return out, off, ST_BAD_CRC, walked
-        k = kinds[t]
-        if k == 0:
-            off = end
-            walked += 1
-            continue
-        q = 0
-        if k == K_GCN:
-            if size > HEADER_LEN and not (p[HEADER_LEN] & 0x04):
-                off = end
-                walked += 1
-                continue
-        elif k == K_QUERY:
-            k = classify_query(p, size, query_phl, &q)
-            if k == 0:
-                off = end
-                walked += 1
-                continue
+    while count < max_records:
+        at = w.next_record(off)
+        if at < 0:
+            return out, w.stop, w.status, w.walked
+        p = w.base + at
         # Event(pos, h, raw, ctx) without the Python __init__ call: its slots set from here
         ev = new_event(make_event)
-        ev.pos = off
-        ev.h = (u32(p), t, u32(p + 5), size, u32(p + 13), p[17] | (p[18] << 8))
-        ev.raw = PyBytes_FromStringAndSize(<const char *>p, size)
+        ev.pos = at
+        ev.h = (u32(p), p[4], u32(p + 5), w.size, u32(p + 13), p[17] | (p[18] << 8))
+        ev.raw = PyBytes_FromStringAndSize(<const char *>p, w.size)
         ev.ctx = ctx
         ev._body = unset
-        out.append((k, ev, q))
+        out.append((w.k, ev, w.q))
         count += 1
-        walked += 1
-        off = end
-    return out, off, ST_MORE, walked
+        off = at + w.size
+    return out, off, ST_MORE, w.walked
 
 
 cdef object _unset_of(cls):
@@ -154,7 +265,8 @@ cdef object _unset_of(cls):
 # -- scan_txns: scan, with the common XA shapes handed over whole ----------------------------------
 # A branch ``XA START xid, {[ROWS_QUERY hint] TABLE_MAP rows*}*, XA_PREPARE(one_phase=0)`` becomes
 # one record (K_BRANCH) and a ``GCN(flags & 4), XA COMMIT xid`` pair another (K_TSO_COMMIT), so the
-# assembler handles a branch in two calls. Only the exact forms the DN writes are grouped (xid
+# assembler handles a branch in two calls — one (K_TXN) when the pair follows the branch at once; a
+# branch ending ``XA_PREPARE(one_phase=1)`` (committed there, a local transaction) is one K_LOCAL. Only the exact forms the DN writes are grouped (xid
 # ``X'<hex>',X'<hex>',1|3``, hints in the CN's canonical form, no lizard GCN status variable, no
 # bad or FDE event inside); anything else comes as scan gives it. Each group carries how many plain
 # records it stands for, so the assembler can ask for them again (``scan`` from its first offset)
@@ -186,8 +298,10 @@ cdef inline int hexval(unsigned char c) noexcept nogil:
     return HEX[c]
 
 
+@cython.final
 cdef class _Walk:
-    """The state of one look-ahead: where it is and how many events it stepped over."""
+    """The one header walk of ``scan`` and ``scan_txns`` (and of their groups' look-aheads): where it
+    is, how many events it stepped over, what the last record is, and why it stopped."""
     cdef const unsigned char *base
     cdef Py_ssize_t n
     cdef bint checksum
@@ -196,10 +310,19 @@ cdef class _Walk:
     cdef Py_ssize_t walked
     cdef int k, tid_len
     cdef Py_ssize_t q, size
+    # where next_record stopped (the event it did not step over, or the first byte not whole) and why
+    cdef Py_ssize_t stop
+    cdef int status
 
-    cdef Py_ssize_t next_record(self, Py_ssize_t off) noexcept:
-        """The offset of the next record from ``off`` as scan would give it (kind in ``k``, statement
-        start in ``q``), stepping over what scan skips; -1 at anything scan would stop at."""
+    cdef inline Py_ssize_t halt(self, Py_ssize_t off, int status) noexcept:
+        self.stop, self.status = off, status
+        return -1
+
+    cdef inline Py_ssize_t next_record(self, Py_ssize_t off) noexcept:
+        """The offset of the next record from ``off`` (kind in ``k``, statement start in ``q``, size in
+        ``size``), stepping over what scan skips (``walked`` counts every event stepped over or
+        returned); -1 at the end of the whole events (``status`` ST_MORE) or at an FDE, an impossible
+        size, a bad CRC32 (``status`` says which, ``stop`` where)."""
         cdef const unsigned char *p
         cdef Py_ssize_t size, end
         cdef unsigned int t
@@ -208,15 +331,15 @@ cdef class _Walk:
             p = self.base + off
             size = u32(p + 9)
             if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-                return -1
+                return self.halt(off, ST_BAD_SIZE)
             end = off + size
             if end > self.n:
-                return -1
+                break
             t = p[4]
             if t == FDE:
-                return -1
+                return self.halt(off, ST_FDE)
             if self.checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
-                return -1
+                return self.halt(off, ST_BAD_CRC)
             self.walked += 1
             k = self.kinds[t]
             if k == 0:
@@ -235,7 +358,16 @@ cdef class _Walk:
             self.k = k
             self.size = size
             return off
-        return -1
+        return self.halt(off, ST_MORE)
+
+
+cdef _Walk walker(const unsigned char[::1] buf, bint checksum, const unsigned char[::1] kinds, int query_phl,
+                  int tid_len):
+    cdef _Walk w = _Walk.__new__(_Walk)
+    w.n = buf.shape[0]
+    w.base = &buf[0] if w.n else NULL
+    w.checksum, w.kinds, w.query_phl, w.tid_len = checksum, &kinds[0], query_phl, tid_len
+    return w
 
 
 cdef object start_xid(const unsigned char *p, Py_ssize_t a, Py_ssize_t b):
@@ -416,14 +548,15 @@ cdef _Slots slots_of(cls, tuple names):
 
 cdef class Maker:
     """How ``scan_txns`` makes what the assembler would for a branch of file ``file`` of DN ``dn``:
-    ``Event``s, ``Block``s and the prepared ``DnTxn`` (kind ``dml``, branch key from ``bquals``, the
-    assembler's bqual hex → branch map; no txn when the bqual is not there yet)."""
+    ``Event``s, ``Block``s and the prepared ``DnTxn`` (kind ``dml``, or ``heartbeat`` for a heartbeat
+    branch — None: those are not grouped —; branch key from ``bquals``, the assembler's bqual hex →
+    branch map; no txn when the bqual is not there yet)."""
     cdef _Slots event, block, txn
     cdef object unset, pos_cls, file, dn, dml, ctx
     cdef dict bquals
     cdef double now
-    # the heartbeat kind (set by the assembler): a heartbeat branch is grouped too; None: it is not
-    cdef public object heartbeat
+    # the heartbeat kind: a heartbeat branch is grouped too; None: it is not
+    cdef readonly object heartbeat
     # the file offset of the scanned buffer's first byte (scan_txns' ``file_offset``: live runs)
     cdef Py_ssize_t base
     # the timestamp and server id of the last event made, as Python ints: most events repeat them
@@ -434,12 +567,13 @@ cdef class Maker:
     cdef unsigned long long tids[64]
     cdef list names
 
-    def __init__(self, event_cls, block_cls, txn_cls, pos_cls, str file, str dn, dml, dict bquals):
+    def __init__(self, event_cls, block_cls, txn_cls, pos_cls, str file, str dn, dml, dict bquals, heartbeat=None):
         self.event = slots_of(event_cls, EVENT_SLOTS)
         self.block = slots_of(block_cls, BLOCK_SLOTS)
         self.txn = slots_of(txn_cls, TXN_SLOTS)
         self.unset = _unset_of(event_cls)
         self.pos_cls, self.file, self.dn, self.dml, self.bquals = pos_cls, file, dn, dml, bquals
+        self.heartbeat = heartbeat
         self.ts_obj = self.sid_obj = None
         self.names = [None] * 64
 
@@ -543,11 +677,12 @@ cdef object fake_trace(Py_ssize_t count):
 
 
 cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, int crc, Maker m,
-                       Py_ssize_t *end_out, Py_ssize_t *nrec_out):
+                       Py_ssize_t *end_out, Py_ssize_t *nrec_out, bint *one_phase_out):
     """The K_BRANCH payload ``(start offset, xid, prepared DnTxn or None, last trace id)`` of the
     branch whose XA START is at ``off``, made as the assembler makes it (blocks, trace ids, server id;
-    no DnTxn when the bqual's branch key is not in ``m.bquals`` yet); None when the branch is not in
-    the exact common form (user tables only, traces not going back)."""
+    no DnTxn when the bqual's branch key is not in ``m.bquals`` yet, or is "": an ignored group); None
+    when the branch is not in the exact common form (user tables only, traces not going back).
+    ``one_phase_out``: its XA_PREPARE is one_phase=1 (it commits there)."""
     cdef const unsigned char *p = w.base + off
     cdef Py_ssize_t at, nrec = 1, count = 0
     cdef object hint = None, last = None, server = None, trace, names
@@ -612,12 +747,13 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
                 return None
             rq = m.ev(p, at, w.size)
         elif w.k == K_XA_PREPARE:
-            if rq is not None or w.size <= HEADER_LEN or p[HEADER_LEN] != 0:
+            if rq is not None or w.size <= HEADER_LEN or p[HEADER_LEN] > 1:
                 return None
+            one_phase_out[0] = p[HEADER_LEN] == 1
             end_out[0] = at + w.size
             nrec_out[0] = nrec
             branch = m.bquals.get(xid[2])
-            if branch is None:
+            if not branch:  # a group not seen yet, or ignored (""): the event-by-event rules decide
                 return (m.base + off, xid[0], None, last)
             # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query,
             # db, sql, opened_at, restart)
@@ -656,6 +792,24 @@ cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Ma
     return (m.base + off, tso, tuple_new(m.pos_cls, (m.file, m.base + at + w.size)), PyUnicode_DecodeLatin1(<const char *>c + a, b - a, NULL))
 
 
+cdef extern from "string.h":
+    void *memmem(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len) nogil
+
+
+def find(data, bytes needle, Py_ssize_t start=0, end=None):
+    """``data.find(needle, start, end)`` (``start``, ``end`` >= 0) by the C library's ``memmem``: a
+    few times faster than ``bytes.find`` on a whole binlog file (the cluster check's byte search)."""
+    cdef const unsigned char[::1] buf = data
+    cdef Py_ssize_t n = buf.shape[0], stop = n if end is None else min(<Py_ssize_t>end, n)
+    cdef const unsigned char *at
+    if start < 0 or stop < 0:
+        raise ValueError("find takes offsets >= 0")
+    if stop - start < PyBytes_GET_SIZE(needle):
+        return -1
+    at = <const unsigned char *>memmem(&buf[start], stop - start, PyBytes_AS_STRING(needle), PyBytes_GET_SIZE(needle))
+    return -1 if at == NULL else at - &buf[0]
+
+
 def hint_of(const unsigned char[::1] raw, int crc):
     """``canonical_hint`` of one ROWS_QUERY event (for the tests)."""
     return canonical_hint(&raw[0], raw.shape[0] - crc) if raw.shape[0] >= HEADER_LEN + 1 + crc else None
@@ -668,78 +822,99 @@ def xid_of(const unsigned char[::1] raw, Py_ssize_t q, int crc):
 
 def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, int query_phl, make_event, ctx,
               Py_ssize_t max_records, int table_id_len, Maker maker, Py_ssize_t file_offset=0):
-    """``scan`` with the common XA shapes grouped (see above): records ``(K_BRANCH, payload, n)`` and
-    ``(K_TSO_COMMIT, payload, n)`` besides scan's, ``n`` = the plain records a group stands for;
-    ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``maker`` makes the objects.
-    ``file_offset``: the file offset of ``data``'s first byte (a live run received mid-file): every
-    position made (events, ``Pos``, a group's first offset) is ``file_offset`` + the offset in
-    ``data``; ``off`` and the offset returned stay offsets in ``data``. A group cut by the end of
-    ``data`` is not one: its events come as plain records."""
+    """``scan`` with the common XA shapes grouped (see above): records ``(K_BRANCH, payload, n)``,
+    ``(K_TSO_COMMIT, payload, n)``, ``(K_TXN, payload, n)`` and ``(K_LOCAL, K_BRANCH payload + (Pos
+    after the XA_PREPARE,), n)`` besides scan's, ``n`` = the plain
+    records a group stands for; ``table_id_len`` is the TABLE_MAP's table id size (4 or 6), ``maker``
+    makes the objects. ``file_offset``: the file offset of ``data``'s first byte (a live run received
+    mid-file): every position made (events, ``Pos``, a group's first offset) is ``file_offset`` + the
+    offset in ``data``; ``off`` and the offset returned stay offsets in ``data``. A group cut by the
+    end of ``data`` is not one: its events come as plain records."""
     cdef const unsigned char[::1] buf = data
-    cdef Py_ssize_t n = buf.shape[0]
-    cdef const unsigned char *base = &buf[0] if n else NULL
-    cdef const unsigned char *p
-    cdef Py_ssize_t size, end, q, g_end, nrec
-    cdef unsigned int t
+    cdef _Walk w = walker(buf, checksum, kinds, query_phl, table_id_len)
+    cdef Py_ssize_t at, at2, size, q, g_end, walked
     cdef int k
     cdef int crc = 4 if checksum else 0
     cdef list out = []
-    cdef Py_ssize_t count = 0, walked = 0
-    cdef _Walk w = _Walk()
-    w.base, w.n, w.checksum, w.kinds, w.query_phl, w.tid_len = base, n, checksum, &kinds[0], query_phl, table_id_len
+    cdef Py_ssize_t count = 0
     maker.ctx, maker.now, maker.base = ctx, monotonic(), file_offset
-    while off + HEADER_LEN <= n and count < max_records:
-        p = base + off
-        size = u32(p + 9)
-        if size < HEADER_LEN or size > MAX_EVENT_SIZE:
-            return out, off, ST_BAD_SIZE, walked
-        end = off + size
-        if end > n:
-            break
-        t = p[4]
-        if t == FDE:
-            return out, off, ST_FDE, walked
-        if checksum and crc32(0, p, <unsigned int>size) != CRC_RESIDUE:
-            return out, off, ST_BAD_CRC, walked
-        k = kinds[t]
-        if k == 0:
-            off = end
-            walked += 1
-            continue
-        q = 0
+    while count < max_records:
+        at = w.next_record(off)
+        if at < 0:
+            return out, w.stop, w.status, w.walked
+        k, q, size = w.k, w.q, w.size
+        off = at + size
+        # a look-ahead that makes no group leaves the walk's count as it was: its events come again
+        walked = w.walked
         if k == K_GCN:
-            if size > HEADER_LEN and not (p[HEADER_LEN] & 0x04):
-                off = end
-                walked += 1
-                continue
-            w.walked = 0
-            group = try_tso_commit(w, off, size, crc, maker, &g_end)
-            if group is not None:
+            group = try_tso_commit(w, at, size, crc, maker, &g_end)
+            if group is None and size - crc - HEADER_LEN >= 9:
+                # a commit TSO followed by a branch, whose XA START makes it void: one record with the
+                # branch's (replayed from the GCN: a commit TSO already pending raises there)
+                w.walked = walked
+                at2 = w.next_record(off)
+                if at2 >= 0 and w.k == Q_XA_START:
+                    group = branch_record(w, at2, w.size, w.q, crc, maker, &g_end)
+                    if group is not None:
+                        out.append(((<tuple>group)[0], (maker.base + at,) + (<tuple>(<tuple>group)[1])[1:],
+                                    (<tuple>group)[2] + 1))
+                        count += 1
+                        off = g_end
+                        continue
+            elif group is not None:
                 out.append((K_TSO_COMMIT, group, 2))
                 count += 1
-                walked += 1 + w.walked
                 off = g_end
                 continue
-        elif k == K_QUERY:
-            k = classify_query(p, size, query_phl, &q)
-            if k == 0:
-                off = end
-                walked += 1
+            w.walked = walked
+        elif k == Q_XA_START:
+            group = branch_record(w, at, size, q, crc, maker, &g_end)
+            if group is not None:
+                out.append(group)
+                count += 1
+                off = g_end
                 continue
-            if k == Q_XA_START:
-                w.walked = 0
-                group = try_branch(w, off, size, q, crc, maker, &g_end, &nrec)
-                if group is not None:
-                    out.append((K_BRANCH, group, nrec))
-                    count += 1
-                    walked += 1 + w.walked
-                    off = g_end
-                    continue
-        out.append((k, maker.ev(p, off, size), q))
+            w.walked = walked
+        out.append((k, maker.ev(w.base + at, at, size), q))
         count += 1
-        walked += 1
-        off = end
-    return out, off, ST_MORE, walked
+    return out, off, ST_MORE, w.walked
+
+
+cdef object branch_record(_Walk w, Py_ssize_t at, Py_ssize_t size, Py_ssize_t q, int crc, Maker maker,
+                          Py_ssize_t *end_out):
+    """The group record ``(kind, payload, n)`` of the branch whose XA START is at ``at``: K_LOCAL
+    (one-phase), K_TXN (its commit right after it), K_BRANCH; None when it is not in the common form.
+    ``end_out``: where the records it stands for end."""
+    cdef Py_ssize_t nrec, walked, branch_end
+    cdef bint one_phase
+    group = try_branch(w, at, size, q, crc, maker, &branch_end, &nrec, &one_phase)
+    if group is None:
+        return None
+    end_out[0] = branch_end
+    if one_phase:  # and the Pos after its XA_PREPARE, where it commits
+        return (K_LOCAL, <tuple>group + (tuple_new(maker.pos_cls, (maker.file, maker.base + branch_end)),), nrec)
+    if (<tuple>group)[2] is not None:
+        walked = w.walked
+        whole = try_commit_after(w, branch_end, <tuple>group, crc, maker, end_out)
+        if whole is not None:
+            return (K_TXN, whole, nrec + 2)
+        w.walked = walked
+        end_out[0] = branch_end
+    return (K_BRANCH, group, nrec)
+
+
+cdef object try_commit_after(_Walk w, Py_ssize_t off, tuple branch, int crc, Maker m, Py_ssize_t *end_out):
+    """The K_TXN payload ``(start offset, xid, prepared DnTxn, last trace id, GCN offset, commit TSO,
+    Pos after the XA COMMIT)``: a K_BRANCH payload ``branch`` ending at ``off`` whose next records are
+    its own K_TSO_COMMIT with a TSO > 0 (the branch committed before anything else happened on the
+    DN); else None."""
+    cdef Py_ssize_t at = w.next_record(off)
+    if at < 0 or w.k != K_GCN:
+        return None
+    commit = try_tso_commit(w, at, w.size, crc, m, end_out)
+    if commit is None or (<tuple>commit)[1] == 0 or (<tuple>commit)[3] != branch[1]:
+        return None
+    return branch + (<tuple>commit)[:3]
 
 
 def frame(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list items):
@@ -998,3 +1173,166 @@ def frame_dml(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned in
     parts.add_items(tail)
     parts.write(out, pos, timestamp, server_id)
     return parts.n
+
+
+# -- reading a slot by its offset (the hot path reads a few slots of many objects) ------------------------
+cdef class _Member:
+    """Reads attribute ``name`` of an object: for the first class seen whose ``name`` is a slot, by the
+    slot's offset in the object (no attribute lookup); for any other object, by ``getattr``."""
+    cdef str name
+    cdef type cls
+    cdef Py_ssize_t off
+
+    def __init__(self, str name):
+        self.name, self.cls, self.off = name, None, 0
+
+    cdef inline object get(self, object obj):
+        cdef PyObject *v
+        if type(obj) is self.cls:
+            v = (<PyObject **>((<char *><PyObject *>obj) + self.off))[0]
+            if v != NULL:
+                return <object>v
+        elif self.cls is None:
+            self.learn(type(obj))
+        return getattr(obj, self.name)      # other classes, an unset slot (AttributeError)
+
+    cdef void learn(self, type cls):
+        d = cls.__dict__.get(self.name)
+        if type(d).__name__ == "member_descriptor" and (<PyMemberDescrObject *>d).d_member.offset > 0:
+            self.off = (<PyMemberDescrObject *>d).d_member.offset
+            self.cls = cls
+
+
+cdef _Member M_EVENTS = _Member("events"), M_HINT = _Member("hint"), M_RAW = _Member("raw"), M_CTX = _Member("ctx")
+cdef _Member M_CHECKSUM = _Member("checksum"), M_SERVER_ID = _Member("server_id"), M_ARCHIVE = _Member("archive")
+
+
+# -- the shaper's pass-through blocks (schema_shaper.Shaper._dml); see binlog.kernel_py.pass_blocks ----
+cdef inline bint rows_pass_c(list events, object src_id) except -1:
+    """``rows_pass`` without its Python call."""
+    cdef bytes raw
+    cdef const unsigned char *p
+    cdef const char *s
+    cdef Py_ssize_t i
+    if type(src_id) is not bytes or PyBytes_GET_SIZE(src_id) != 6:
+        return False
+    s = PyBytes_AS_STRING(src_id)
+    for i in range(1, len(events)):
+        raw = M_RAW.get(events[i])
+        if raw is None or PyBytes_GET_SIZE(raw) < 29:
+            return False
+        p = <const unsigned char *>PyBytes_AS_STRING(raw)
+        if p[4] < ROWS_V2_FIRST or p[4] > ROWS_V2_LAST or memcmp(p + HEADER_LEN, s, 6) != 0 \
+                or p[27] != 2 or p[28] != 0:
+            return False
+    return True
+
+
+def pass_blocks(list blocks, dict plans, int pass_kind, block_cls):
+    return pass_blocks_c(blocks, plans, pass_kind, block_cls)
+
+
+cdef object pass_blocks_c(list blocks, dict plans, int pass_kind, block_cls):
+    cdef list out = []
+    cdef object events, tm, plan, key
+    cdef bytes raw
+    cdef int crc
+    cdef Py_ssize_t n
+    for blk in blocks:
+        events = M_EVENTS.get(blk)
+        if type(events) is not list or not events:
+            return None
+        tm = (<list>events)[0]
+        raw = M_RAW.get(tm)
+        crc = 4 if M_CHECKSUM.get(M_CTX.get(tm)) else 0
+        n = PyBytes_GET_SIZE(raw) - HEADER_LEN - crc
+        if n < 0:
+            return None
+        key = PyBytes_FromStringAndSize(PyBytes_AS_STRING(raw) + HEADER_LEN, n)
+        plan = plans.get(key)
+        if plan is None or plan.kind != pass_kind or not rows_pass_c(<list>events, plan.src_id):
+            return None
+        out.append(tuple_new(block_cls, (plan.db, plan.table, plan.table_map, M_HINT.get(blk), events, plan.id_bytes,
+                                         crc)))
+    return out
+
+
+# -- a DML transaction of the global binlog from its vtso; see binlog.kernel_py.frame_dml_txn ----------
+cdef extern from "zlib.h":
+    unsigned long adler32(unsigned long adler, const unsigned char *buf, unsigned int length) nogil
+
+cdef enum:
+    XID = 16
+
+
+def frame_dml_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+                  list blocks, str vtso, bint archive):
+    return frame_dml_txn_c(out, pos, timestamp, server_id, head, blocks, vtso, archive)
+
+
+cdef object frame_dml_txn_c(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+                            list blocks, str vtso, bint archive):
+    # kernel_py's xid_of / cts_marker / cts_line, inline: the vtso's ASCII bytes are read once
+    cdef bytes v = vtso.encode("ascii")
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(v)
+    cdef unsigned int n = <unsigned int>PyBytes_GET_SIZE(v)
+    cdef unsigned long long xid = ((<unsigned long long>crc32(0, p, n)) << 31) ^ adler32(1, p, n)
+    cdef bytes xid_payload = PyBytes_FromStringAndSize(NULL, 8)
+    cdef unsigned char *x = <unsigned char *>PyBytes_AS_STRING(xid_payload)
+    cdef int i
+    for i in range(8):
+        x[i] = (xid >> (8 * i)) & 0xFF
+    return frame_dml(out, pos, timestamp, server_id, head, blocks,
+                     (b"\n# CTS::" + v + b"::ARCHIVE") if archive else (b"\n# CTS::" + v),
+                     [(XID, xid_payload), (ROWS_QUERY, b"\x01CTS::" + v, IGNORABLE)])
+
+
+# -- a pass-through global transaction shaped and framed in one call; see binlog.kernel_py.frame_pass_txn
+def frame_pass_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+                   list blocks, list branches, str vtso, dict plans, int pass_kind):
+    cdef object passed = pass_blocks_c(blocks, plans, pass_kind, tuple)
+    cdef object sid = None
+    cdef bint archive = False
+    if not passed:
+        return -1
+    for b in branches:
+        if sid is None:
+            sid = M_SERVER_ID.get(b)
+        if M_ARCHIVE.get(b):
+            archive = True
+    return frame_dml_txn_c(out, pos, timestamp, server_id if sid is None else sid, head, passed, vtso, archive)
+
+
+# -- the trace merge's sort (merger.trace_merge.merge_by_trace); see binlog.kernel_py.by_trace ---------
+from cpython.object cimport PyObject_RichCompareBool, Py_LT, Py_EQ
+from operator import attrgetter
+
+_trace_key = attrgetter("trace_id")
+
+
+def by_trace(branches):
+    cdef list merged = []
+    cdef list keys = []
+    cdef Py_ssize_t n, i, j
+    cdef object key, blk
+    cdef bint repeated = False
+    for b in branches:
+        merged.extend(b.blocks)
+    n = len(merged)
+    if n > 16 and len(branches) > 1:   # a big transaction: Timsort (merges the branches' runs)
+        merged.sort(key=_trace_key)
+    for i in range(n):
+        keys.append(merged[i].trace_id)
+    if n <= 16 and len(branches) > 1:   # insertion sort: stable, few blocks
+        for i in range(1, n):
+            key, blk = keys[i], merged[i]
+            j = i - 1
+            while j >= 0 and PyObject_RichCompareBool(key, keys[j], Py_LT):
+                keys[j + 1], merged[j + 1] = keys[j], merged[j]
+                j -= 1
+            keys[j + 1], merged[j + 1] = key, blk
+    for i in range(1, n):
+        if PyObject_RichCompareBool(keys[i], keys[i - 1], Py_EQ):
+            repeated = True
+            break
+    return merged, repeated

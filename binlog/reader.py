@@ -36,6 +36,11 @@ from binlog.header import CRC_RESIDUE, HEADER_STRUCT, crc32
 Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
 
 _CHUNK = 1 << 22
+# A mapped file's pages behind the scan are given back 256 kB at a time, so a DN's share of the RSS
+# is a fraction of a MB whatever its file size (32 DNs × their current files were most of a 32-DN
+# build's RSS: 146 → 57 MB).
+_RELEASE = 1 << 18
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)     # not on every platform: then nothing is given back
 _FDE = EventType.FORMAT_DESCRIPTION
 # The shortest FDE: version(2) + server version(50) + created(4) + header len(1) + alg(1) + CRC(4).
 _MIN_FDE_SIZE = HEADER_LEN + 57 + 1 + CRC_LEN
@@ -278,6 +283,7 @@ class BinlogFile:
         if data[0:4] != BINLOG_MAGIC:
             raise BadMagic(f"bad magic {bytes(data[0:4]).hex()}", source=source, offset=0)
         off = 4
+        released = 0
         scan = kernel.scan_txns if grouped is not None else kernel.scan
         while True:
             phl = ctx.post_header_len
@@ -292,6 +298,8 @@ class BinlogFile:
             self.events += walked
             if records:
                 yield records
+            if off - released >= _RELEASE:
+                released = _release(data, released, off)
             if status == kernel.ST_MORE:
                 if len(records) >= batch:
                     continue
@@ -311,6 +319,17 @@ class BinlogFile:
                                           offset=off)
             else:
                 raise ChecksumMismatch(f"CRC32 mismatch in event type {h[1]}", source=source, offset=off)
+
+
+def _release(data: mmap.mmap, start: int, end: int) -> int:
+    """Unmap the whole pages of ``data`` in [start, end): the bytes stay in the page cache (a
+    ``replay`` behind the scan reads them again), the process no longer counts them in its RSS."""
+    end -= end % mmap.PAGESIZE
+    if end <= start:
+        return start
+    if _DONTNEED is not None:
+        data.madvise(_DONTNEED, start, end - start)
+    return end
 
 
 def read_all(source: Source, **kwargs) -> list[Event]:

@@ -100,13 +100,27 @@ cdef class Sorter:
 
     cpdef list commit_tso(self, key, txn, unsigned long long tso, state):
         """A TSO commit of ``txn`` (``tso`` > 0), then ``release()``: ``PySorter.commit_tso``."""
-        txn_id = txn.txn_id
-        state.try_set(tso, txn_id)
+        cdef unsigned long long txn_id = txn.txn_id
+        try_set(state, tso, txn_id)
         vtso = tso_vtso(tso, txn_id)
         txn.vtso = vtso
         txn.tso = tso
         self.commit(key, vtso)
         return self.release()
+
+    cpdef bint commit_alone(self, txn, unsigned long long tso, state):
+        """``PySorter.commit_alone``: a TSO commit released at once when nothing is held."""
+        if self.wait or self.heap or self._head < len(self._items):
+            return False
+        cdef unsigned long long txn_id = txn.txn_id
+        try_set(state, tso, txn_id)
+        vtso = tso_vtso(tso, txn_id)
+        txn.vtso = vtso
+        txn.tso = tso
+        self._n += 1
+        if self.watermark is None or vtso > self.watermark:
+            self.watermark = vtso
+        return True
 
     def open_keys(self) -> list:
         return [v for k, v in self.items if k == PREWRITE and v in self.wait]
@@ -120,6 +134,15 @@ cdef class Sorter:
 
     def __len__(self) -> int:
         return len(self.trans)
+
+
+cdef inline void try_set(state, unsigned long long tso, unsigned long long txn_id) except *:
+    """``state.try_set(tso, txn_id)`` (``extractor.vtso.VtsoState``) without the method call."""
+    cdef unsigned long long now = state.tso
+    if tso > now:
+        state.tso, state.txn_id, state.seq = tso, txn_id, 0
+    elif tso == now and txn_id > <unsigned long long>state.txn_id:
+        state.txn_id, state.seq = txn_id, 0
 
 
 cdef inline int put_padded(char *o, unsigned long long v, int width) noexcept nogil:
@@ -141,6 +164,22 @@ cdef inline int put_padded(char *o, unsigned long long v, int width) noexcept no
     return k
 
 
+cpdef object vtso_timestamp(str vtso):
+    """``extractor.vtso.py_vtso_timestamp``: the epoch seconds of a vtso, its 19 TSO digits read here
+    (anything but 19 ASCII digits first: the Python one, with its result or error)."""
+    cdef unsigned long long v = 0
+    cdef Py_ssize_t i
+    cdef long d
+    if len(vtso) < 19:
+        return (int(vtso[:19]) >> 22) // 1000
+    for i in range(19):
+        d = <long><Py_UCS4>vtso[i] - 48
+        if d < 0 or d > 9:
+            return (int(vtso[:19]) >> 22) // 1000
+        v = v * 10 + <unsigned long long>d
+    return (v >> 22) // 1000
+
+
 cpdef str tso_vtso(unsigned long long tso, unsigned long long txn_id):
     """``f"{tso:019d}{txn_id:019d}" + 16 zeros``: a TSO transaction's vtso."""
     cdef char buf[64]
@@ -150,3 +189,102 @@ cpdef str tso_vtso(unsigned long long tso, unsigned long long txn_id):
     for i in range(16):
         buf[n + i] = 48
     return PyUnicode_DecodeLatin1(buf, n + 16, NULL)
+
+
+# -- the assembler's rules for the kernel's groups -------------------------------------------------
+cdef enum:
+    # binlog.kernel's group records (extractor.assembler checks they are these)
+    K_BRANCH = 40
+    K_TSO_COMMIT = 41
+    K_TXN = 42
+    K_LOCAL = 43
+
+from time import monotonic
+
+tuple_new = tuple.__new__
+
+
+cdef class Groups:
+    """What ``extractor.assembler.Assembler`` ``asm`` does with a record ``binlog.kernel.scan_txns``
+    makes of a common XA shape, in one compiled call: ``K_BRANCH`` (a whole prepared branch: the
+    XA START's rules), ``K_TSO_COMMIT`` (a GCN with a commit TSO and the XA COMMIT after it: the
+    commit of a prepared branch), ``K_TXN`` (the two at once, released as it commits when the
+    Sorter holds nothing) and ``K_LOCAL`` (a whole branch committed by its one-phase XA_PREPARE). Only the state these leave is set: the trace state is read only while a
+    transaction is open, and the assembler's ``_start`` resets it when the next one opens. Anything
+    else — a transaction open, an ignored XA, a known xid, a pending commit TSO, a group not seen yet
+    — is turned down, and the assembler replays the group's events by the event-by-event rules,
+    which are the reference (the tests build every fixture both ways and compare the bytes)."""
+
+    cdef object asm, state, restart_cls, dml
+    cdef Sorter sorter
+    cdef dict by_xid
+
+    def __init__(self, asm, Sorter sorter, dict by_xid, state, restart_cls, dml):
+        self.asm, self.sorter, self.by_xid, self.state = asm, sorter, by_xid, state
+        self.restart_cls, self.dml = restart_cls, dml
+
+    cpdef object take(self, int k, tuple g):
+        """What the group record ``(k, g)`` releases (None or a list of ``DnTxn``); False when it is
+        turned down (nothing changed: replay all its records); True for a ``K_TXN`` whose branch is
+        taken and whose commit is turned down (replay the commit's two records, from ``g[4]``)."""
+        asm = self.asm
+        if asm.cur is not None or asm.ignoring or asm.pending_tso >= 0:
+            return False  # (a pending commit TSO: the events say whether it is an error, or void)
+        if k == K_TXN:
+            return self.txn(g)
+        if k == K_BRANCH:
+            return None if self.branch(g[1], g[2]) else False
+        if k == K_TSO_COMMIT:
+            return self.tso_commit(g[3], g[1], g[2])
+        if k == K_LOCAL:  # XA_PREPARE one_phase=1: a local commit there (the assembler's _xa_prepare)
+            if not self.branch(g[1], g[2]):
+                return False
+            del self.by_xid[g[1]]
+            return asm._commit(g[2], g[1], None, g[4])
+        return False
+
+    cdef bint branch(self, xid, txn) except -1:
+        """``XA START … XA_PREPARE`` (one_phase=0): the prepared ``txn`` filed under ``xid``."""
+        if txn is None or xid in self.by_xid or xid in self.sorter.trans:
+            return False
+        self.sorter.prewrite(xid, txn)
+        self.by_xid[xid] = txn
+        return True
+
+    cdef object tso_commit(self, xid, tso, end):
+        """``XA COMMIT xid`` after a GCN carrying commit TSO ``tso``; ``end``: the Pos after it."""
+        txn = self.by_xid.pop(xid, None)
+        if txn is None:
+            return False
+        if tso == 0:
+            return self.asm._commit(txn, xid, None, end)
+        txn.end = end
+        return self.released(self.sorter.commit_tso(xid, txn, tso, self.state), end)
+
+    cdef object txn(self, tuple g):
+        xid, txn, tso, end = g[1], g[2], g[5], g[6]
+        if xid not in self.by_xid and self.sorter.commit_alone(txn, tso, self.state):
+            # prewrite, commit and the release that gives it back at once: a quiet point after it
+            txn.end = end
+            state = self.state
+            point = tuple_new(self.restart_cls, (end[0], end[1], state.tso, state.txn_id, state.seq))
+            if txn.blocks or txn.kind is not self.dml:
+                txn.restart = point
+                self.asm.point = None
+                return [txn]
+            self.asm.point = point  # an empty DML branch is dropped; the point goes with the next
+            return None
+        if not self.branch(xid, txn):
+            return False
+        out = self.tso_commit(xid, tso, end)
+        return True if out is False else out
+
+    cdef object released(self, list out, end):
+        """``asm._released(out, end)``; its commonest case here: a prepare still open (no quiet
+        point) and nothing released, where only the held-prepare warning may be due."""
+        asm = self.asm
+        if out or not self.sorter.wait:
+            return asm._released(out, end)
+        if monotonic() - asm._last_warn >= asm.warn_interval:
+            asm.warn_held()
+        return None

@@ -37,7 +37,7 @@ from extractor.errors import (
     UnfinishedTransaction,
 )
 from extractor.model import Block, DnTxn, Pos, RestartPoint, TxnKind
-from extractor.sorter import Sorter, SorterError
+from extractor.sorter import PySorter, Sorter, SorterError
 from extractor.trace import fake_trace_id, parse_hint, reduce_hint
 from extractor.vtso import NO_STORAGE_SEQ, VtsoState, storage_sequence, vtso_for_commit
 from extractor.xid import bqual_hex, branch_key, is_cdc_single, is_valid, parse, storage_hash
@@ -76,7 +76,11 @@ _tuple_new = tuple.__new__
 _KINDS = bytes(_KIND_OF)
 assert (_K_ROWS, _K_QUERY, _K_GCN, _K_TABLE_MAP, _K_ROWS_QUERY, _K_XA_PREPARE) == (
     kernel.K_ROWS, kernel.K_QUERY, kernel.K_GCN, kernel.K_TABLE_MAP, kernel.K_ROWS_QUERY, kernel.K_XA_PREPARE)
-_K_BRANCH, _K_TSO_COMMIT = kernel.K_BRANCH, kernel.K_TSO_COMMIT
+_K_BRANCH = kernel.K_BRANCH
+# extractor/_sort.pyx's compiled rules for the kernel's group records (K_BRANCH, K_TSO_COMMIT, K_TXN);
+# without it the kernel is asked for plain records only
+_Groups = kernel.compiled_twin("extractor._sort", "Groups") if kernel.Maker is not None else None
+assert (kernel.K_BRANCH, kernel.K_TSO_COMMIT, kernel.K_TXN, kernel.K_LOCAL) == (40, 41, 42, 43)  # _sort.pyx's numbers
 _Q_XA_START, _Q_XA_COMMIT, _Q_BEGIN = kernel.Q_XA_START, kernel.Q_XA_COMMIT, kernel.Q_BEGIN
 
 
@@ -124,6 +128,8 @@ class Assembler:
         self.point: RestartPoint | None = None  # newest quiet point not yet carried by a txn
         self._branches: dict[str, str] = {}     # XA group → branch key ("" = the CDC's single group)
         self._bquals: dict[bytes, str] = {}     # the same by bqual hex (the kernel's grouped branches)
+        self._groups = _Groups(self, self.sorter, self.by_xid, self.state, RestartPoint, TxnKind.DML) \
+            if _Groups is not None and not isinstance(self.sorter, PySorter) else None
 
     # -- trace state of the current transaction (Transaction.processEvent_0) ----------------------
     def _reset_trace(self) -> None:
@@ -145,13 +151,16 @@ class Assembler:
         A source offering ``grouped_records`` (a whole ``binlog.reader.BinlogFile``, a live DN file)
         is read by the kernel's ``scan_txns``: the byte loop skips the events not in the accept set
         and the XA ENDs, classifies QUERYs by their statement, and hands a common XA branch over in
-        two records (``_branch``, ``_tso_commit``); anything else goes event by event.
+        one or two records (``extractor._sort.Groups``); anything else goes event by event.
         """
         self.file = file
         self._tables: dict[bytes, tuple[int, str, str, str, str]] = {}
         maker = self._maker(file) if getattr(events, "grouped_records", False) else None
         if maker is not None:
-            records = chain.from_iterable(events.records(_KINDS, 128, grouped=maker))  # 128 groups ≈ 1 k events
+            # 16 groups (≈ 130 events) a batch: the merge takes from every DN in turn, so every DN's batch
+            # in flight is in the working set. With 128, extract + merge of 1 M events cost 1.03-1.10 s
+            # CPU at 32 DNs against 0.83 at 4 DNs (cache misses); with 16, 0.70-0.79 against 0.65-0.76
+            records = chain.from_iterable(events.records(_KINDS, 16, grouped=maker))
         elif getattr(events, "scannable", False):
             records = chain.from_iterable(events.records(_KINDS))
         else:
@@ -160,31 +169,29 @@ class Assembler:
 
     def _maker(self, file: str):
         """What the compiled ``scan_txns`` makes this DN's branches of ``file`` with; None without the
-        compiled kernel, or when the model's slots are not the ones it sets (every event then goes
-        alone; ``tests/test_kernel.py`` fails on that)."""
-        if kernel.Maker is None:
+        compiled kernel and ``Groups``, or when the model's slots are not the ones it sets (every event
+        then goes alone; ``tests/test_kernel.py`` fails on that)."""
+        if self._groups is None:
             return None
         try:
-            maker = kernel.Maker(Event, Block, DnTxn, Pos, file, self.dn, TxnKind.DML, self._bquals)
-            maker.heartbeat = TxnKind.HEARTBEAT
-            return maker
+            return kernel.Maker(Event, Block, DnTxn, Pos, file, self.dn, TxnKind.DML, self._bquals, TxnKind.HEARTBEAT)
         except TypeError:
             return None
 
     def _assemble(self, records: Iterable[tuple], source) -> Iterator[DnTxn]:
         """The event loop over ``records``; a group the fast path turns down is replayed event by
         event from ``source`` (its plain records, ``BinlogFile.replay``), so the state is the same."""
+        take = self._groups.take if self._groups is not None else None
         for k, ev, q in records:
-            if k == _K_BRANCH:
-                if not self._branch(ev):
-                    yield from self._assemble(source.replay(ev[0], q), source)
-                continue
-            if k == _K_TSO_COMMIT:
-                released = self._tso_commit(ev)
-                if released is False:
-                    yield from self._assemble(source.replay(ev[0], q), source)
-                elif released:
-                    yield from released
+            if k >= _K_BRANCH:  # one of the kernel's groups (made only when the compiled Groups is there)
+                released = take(k, ev)
+                if released is None:
+                    continue
+                if released is False:  # turned down: all of its events by the event-by-event rules
+                    released = self._assemble(source.replay(ev[0], q), source)
+                elif released is True:  # a K_TXN's branch taken, its commit turned down
+                    released = self._assemble(source.replay(ev[4], 2), source)
+                yield from released
                 continue
             if k == _K_ROWS:
                 blk = self.block
@@ -267,40 +274,6 @@ class Assembler:
             log.warning("DN %s: prepare %s (at %s) not committed for %.0f s; %d committed txn(s) held behind it",
                         self.dn, oldest.xid or "(local)", oldest.start, now - oldest.opened_at,
                         len(self.sorter.heap))
-
-    # -- the kernel's groups: a whole common XA branch, a GCN + XA COMMIT pair ----------------------
-    def _branch(self, b: tuple) -> bool:
-        """``XA START … XA_PREPARE`` of the common form in one call: ``binlog.kernel.scan_txns`` made the
-        prepared DnTxn, blocks, trace ids and all; False (nothing changed) when this state needs the
-        event-by-event rules: a transaction open, an ignored XA, a known xid, a group not seen yet or
-        ignored (no DnTxn, or its branch key "")."""
-        _start_off, xid, txn, last_trace = b
-        if txn is None or not txn.branch or self.cur is not None or self.ignoring or xid in self.by_xid \
-                or xid in self.sorter.trans:
-            return False
-        self.pending_tso, self.pending_at = -1, None
-        self.block = self.route = self.next_trace = self.hint_text = self.hint_event = None
-        self.sys = False
-        self.last_trace = last_trace
-        self.sorter.prewrite(xid, txn)
-        self.by_xid[xid] = txn
-        return True
-
-    def _tso_commit(self, c: tuple) -> list[DnTxn] | None | bool:
-        """A GCN carrying a commit TSO and the XA COMMIT right after it (``scan_txns``): the commit of a
-        prepared branch; False (nothing changed) when the event-by-event rules must see them."""
-        _gcn_off, tso, end, xid = c
-        if self.pending_tso >= 0:
-            return False
-        txn = self.by_xid.pop(xid, None)
-        if txn is None:
-            return False
-        if txn is self.cur:
-            self.cur = self.block = None
-        if tso <= 0:
-            return self._commit(txn, xid, None, end)
-        txn.end = end
-        return self._released(self.sorter.commit_tso(xid, txn, tso, self.state), end)
 
     # -- commit TSO -------------------------------------------------------------------------------
     def _commit_tso(self, value: int, ev: Event) -> None:

@@ -100,6 +100,19 @@ class PySorter:
         self.commit(key, vtso)
         return self.release()
 
+    def commit_alone(self, txn: Any, tso: int, state: Any) -> bool:
+        """When nothing is held (no item, nothing open or committed): ``prewrite``, ``commit_tso`` and
+        the ``release`` that gives ``txn`` back at once, without holding it (its ``vtso`` and ``tso``
+        set, ``state`` advanced, the watermark moved as they would); False (nothing changed) else."""
+        if self.items or self.wait or self.heap:
+            return False
+        txn.vtso = vtso = vtso_for_commit(state, tso, txn.txn_id, "")
+        txn.tso = tso
+        self._n += 1
+        if self.watermark is None or vtso > self.watermark:
+            self.watermark = vtso
+        return True
+
     def open_keys(self) -> list[Hashable]:
         """Keys prewritten and not yet committed or rolled back, oldest first."""
         return [v for k, v in self.items if k == _PREWRITE and v in self.wait]

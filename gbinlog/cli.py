@@ -11,20 +11,29 @@ from gbinlog.cli_errors import OneLineErrors
 
 
 class _Main(click.Group):
-    """The command group. ``simulate`` (the simulated cluster, a test tool) is imported only when
-    it is asked for (``gbinlog simulate …``, ``gbinlog --help``): no production command loads the
-    simulator."""
+    """The command group. Each command's module is imported only when that command is asked for
+    (or for ``gbinlog --help``): ``build`` does not load the endpoint, ``serve`` not the pipeline,
+    and no production command loads the simulator (``gbinlog simulate …``)."""
 
-    lazy = {"simulate": ("simulator.cli", "simulate_command")}
+    lazy = {
+        "simulate": "simulator.cli",
+        **dict.fromkeys(("build", "binlogs", "events", "verify"), "gbinlog.build_cmd"),
+        **dict.fromkeys(("serve", "hash-password"), "gbinlog.serve_cmd"),
+        **dict.fromkeys(("run", "status", "demo"), "gbinlog.run_cmd"),
+        "position": "gbinlog.position_cmd",
+        "ha": "gbinlog.ha_cmd",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in self.lazy:
-            module, attr = self.lazy[name]
-            return getattr(importlib.import_module(module), attr)
-        return super().get_command(ctx, name)
+        if name not in self.lazy:
+            return super().get_command(ctx, name)
+        module = importlib.import_module(self.lazy[name])
+        if name == "simulate":
+            return module.simulate_command
+        return next(command for command in module.COMMANDS if command.name == name)
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,13 +41,6 @@ class _Main(click.Group):
 def main() -> None:
     """gbinlog: a global binlog service for PolarDB-X-style distributed MySQL."""
 
-
-# Commands live in their own modules (one owner each); the CLI only wires them in.
-from gbinlog import build_cmd, ha_cmd, position_cmd, run_cmd, serve_cmd  # noqa: E402
-
-for _module in (build_cmd, serve_cmd, run_cmd, position_cmd, ha_cmd):
-    for _command in _module.COMMANDS:
-        main.add_command(_command)
 
 
 @main.command("txns", cls=OneLineErrors)

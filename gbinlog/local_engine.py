@@ -9,6 +9,7 @@ re-exported here for the callers that know them from this module.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -30,6 +31,9 @@ from extractor.source import DirSource, NotADnDirectory, dn_binlog_files
 
 __all__ = ["BuildError", "BuildResult", "DirDn", "DnInput", "Pipeline", "Progress", "Settings", "build",
            "check_output_dir", "run_pipeline"]
+
+
+PROBE_KEEP = 64  # at most this many transactions of a probe are kept for the stream that follows
 
 
 class DirDn:
@@ -55,12 +59,18 @@ class DirDn:
         self._starts = starts
         self.total_bytes = total
         self.sources: list[DirSource] = []
+        self._probed: tuple[str, DirSource, Iterator[DnTxn], list[DnTxn]] | None = None
 
     def server_id(self) -> int | None:
         return dn_server_id(self.directory, self.files[0])
 
     def stream(self, restart: RestartPoint | None, storage_seq: str,
                should_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
+        probed, self._probed = self._probed, None
+        if probed is not None and restart is None and not self.worker and probed[0] == storage_seq:
+            _, source, txns, seen = probed      # from the start: go on from where the probe stopped
+            self.sources.append(source)
+            return itertools.chain(seen, txns)
         if self.worker:
             from gbinlog.dn_worker import worker_stream
 
@@ -76,8 +86,26 @@ class DirDn:
         return None if self.worker else sum(s.events_read for s in self.sources)
 
     def probe(self, storage_seq: str) -> Iterator[DnTxn]:
-        """The DN's first transactions, in this process (a look ahead before a build starts)."""
-        return extract(self.directory, dn_id=self.dn_id, storage_seq=storage_seq)
+        """The DN's first transactions, in this process (a look ahead before a build starts). When
+        the caller stops within ``PROBE_KEEP`` transactions, they are kept with the extraction where
+        it stopped, and the next ``stream`` from the start goes on from there instead of opening and
+        reading the DN's first file again: a fixed cost per DN, which the number of DNs multiplies
+        (the probe reads ~23 transactions a DN at 32 DNs; ~300 at 4 DNs, which would only weigh on
+        memory, so those are read again as before)."""
+        source = DirSource(self.directory, dn_id=self.dn_id)
+        txns = extract(source, storage_seq=storage_seq)
+        seen: list[DnTxn] = []
+        probed = self._probed = (storage_seq, source, txns, seen)
+
+        def reading() -> Iterator[DnTxn]:
+            for txn in txns:
+                if self._probed is probed:
+                    if len(seen) < PROBE_KEEP:
+                        seen.append(txn)
+                    else:
+                        self._probed = None     # read too far to keep: a stream starts afresh
+                yield txn
+        return reading()
 
     def offset_of(self, file: str, offset: int) -> int:
         """Bytes of this DN's input before ``file``:``offset``."""

@@ -77,14 +77,15 @@ def health_of(status: dict | None, now: float | None = None) -> tuple[bool, str]
 
 
 class _Handler(BaseHTTPRequestHandler):
-    metrics: Metrics
+    registry: CollectorRegistry
+    health: Callable[[], tuple[bool, str]]
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            body, code, ctype = generate_latest(self.metrics.registry), 200, CONTENT_TYPE_LATEST
+            body, code, ctype = generate_latest(self.registry), 200, CONTENT_TYPE_LATEST
         elif path == "/healthz":
-            ok, reason = self.metrics.health()
+            ok, reason = type(self).health()
             body, code, ctype = (reason + "\n").encode(), 200 if ok else 503, "text/plain; charset=utf-8"
         else:
             body, code, ctype = b"not found: /metrics or /healthz\n", 404, "text/plain; charset=utf-8"
@@ -99,6 +100,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
         pass
+
+
+def serve_http(host: str, port: int, registry: CollectorRegistry,
+               health: Callable[[], tuple[bool, str]]) -> ThreadingHTTPServer:
+    """Serve ``/metrics`` (``registry``) and ``/healthz`` (200 or 503 with ``health()``'s reason)
+    on ``host:port`` (0: any free port) in a daemon thread. Raises ``OSError`` when the port is taken."""
+    handler = type("Handler", (_Handler,), {"registry": registry, "health": staticmethod(health)})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="gbinlog-metrics", daemon=True).start()
+    return server
 
 
 class Metrics:
@@ -129,7 +141,6 @@ class Metrics:
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         self._server: Any = None
-        self._thread: threading.Thread | None = None
         self._seen: dict[tuple[str, str], float] = {}
         self.health_source: Callable[[], dict | None] = lambda: None
 
@@ -165,13 +176,8 @@ class Metrics:
     def serve(self, host: str, port: int) -> int:
         """Serve ``/metrics`` and ``/healthz`` on ``host:port`` (0: any free port); returns the port.
         Raises ``OSError`` when the port is taken."""
-        handler = type("Handler", (_Handler,), {"metrics": self})
-        server = ThreadingHTTPServer((host, port), handler)
-        server.daemon_threads = True
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="gbinlog-metrics", daemon=True)
-        self._thread.start()
-        return server.server_address[1]
+        self._server = serve_http(host, port, self.registry, self.health)
+        return self._server.server_address[1]
 
     @property
     def port(self) -> int | None:

@@ -19,8 +19,6 @@ from pathlib import Path
 import click
 
 from dumper.gtid import GTID, GtidError, _events, locate_gno, parse_gtid_set, uuid_of
-from dumper.server.dump import DumpError
-from dumper.server.gtid_dump import GtidFiles, start_gno
 
 _CTS = b"\x01CTS::"
 _ROWS_QUERY, _FDE, _PREVIOUS_GTIDS = 29, 15, 35
@@ -95,12 +93,18 @@ def position_for_tso(directory: Path, files: list[str], tso: int) -> Position:
 
 
 def end_position(directory: Path, files: list[str]) -> Position:
+    from dumper.server.gtid_dump import GtidFiles
+
     name, end = GtidFiles(directory).head(files)
     return Position(name, end, at_end=True)
 
 
 def position_for_gtid(directory: Path, files: list[str], text: str) -> Position:
     """The first transaction not in the GTID set ``text`` (what COM_BINLOG_DUMP_GTID streams from)."""
+    # The endpoint's modules load only for this command: `gbinlog build` imports this module too.
+    from dumper.server.dump import DumpError
+    from dumper.server.gtid_dump import GtidFiles, start_gno
+
     try:
         client = parse_gtid_set(text)
     except GtidError as exc:

@@ -93,12 +93,20 @@ def serve_command(directory: Path | None, port: int | None, host: str | None, us
 
     def ready(server) -> None:
         if metrics.port:
-            from prometheus_client import CollectorRegistry, start_http_server
+            from prometheus_client import CollectorRegistry, Gauge
 
+            from gbinlog.metrics import serve_http
             from gbinlog.replica_metrics import register
             registry = CollectorRegistry()
             register(registry, server)
-            start_http_server(metrics.port, addr=metrics.host, registry=registry)
+            healthy = Gauge("gbinlog_healthy", "1 when /healthz answers 200", registry=registry)
+
+            def health() -> tuple[bool, str]:
+                ok, reason = server.health()
+                healthy.set(1 if ok else 0)
+                return ok, reason
+
+            serve_http(metrics.host, metrics.port, registry, health)
         click.echo(f"gbinlog serve: {cfg.dir} listening on {cfg.host}:{server.port}", err=True)
 
     try:

@@ -7,9 +7,9 @@ The state is a function of the entries applied, in vtso order; nothing else goes
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,9 @@ from schema_shaper.schema import TableSchema
 from schema_shaper.topology import Topology
 
 log = logging.getLogger(__name__)
+
+# the statements ``_apply_phys_statement`` acts on (a TRUNCATE keeps the physical schema)
+_PHYSICAL_MODEL_KINDS = (CreateTable, AlterTable, RenameTable, DropTable, DropDatabase)
 
 SYSTEM_PREFIXES = ("__cdc__", "__drds_")
 _SYSTEM_DBS = {"mysql", "sys", "information_schema", "performance_schema"}
@@ -60,20 +63,31 @@ class SchemaState:
         self.next_table_id = 1
         self.vtso = ""
 
-    def apply_entry(self, entry: Entry) -> None:
+    def apply_entry(self, entry: Entry) -> bool:
         """Apply one history entry, all of it or nothing (BadDdl when it cannot be parsed or applied:
-        the state is then as before, so a run that skips it and a replay that never saw it agree)."""
-        saved = (copy.deepcopy(self.topology), dict(self.tables), dict(self.physical), dict(self.phys_dn),
-                 self.next_table_id)
+        the state is then as before, so a run that skips it and a replay that never saw it agree).
+        False when the entry cannot have changed the model (a physical DDL of a system database or
+        of no table); the state's vtso moves on either way."""
+        if isinstance(entry, MarkEntry):
+            self._atomically(lambda: self._apply_mark(entry), topology=True)
+            changed = True
+        else:
+            changed = self._apply_phys(entry)
+        self.vtso = max(self.vtso, entry.vtso)
+        return changed
+
+    def _atomically(self, change: Callable[[], None], *, topology: bool) -> None:
+        """Run ``change``; on any exception the state is put back as it was. ``topology``: the change
+        may touch the topology, which is then backed up too (a physical DDL only renames in it: every
+        DN's physical CREATE/DROP leaves it alone, and at 32 DNs copying it for each was the most of
+        their cost)."""
+        saved = (self.topology.copy() if topology else self.topology, dict(self.tables), dict(self.physical),
+                 dict(self.phys_dn), self.next_table_id)
         try:
-            if isinstance(entry, MarkEntry):
-                self._apply_mark(entry)
-            else:
-                self._apply_phys(entry)
+            change()
         except BaseException:
             self.topology, self.tables, self.physical, self.phys_dn, self.next_table_id = saved
             raise
-        self.vtso = max(self.vtso, entry.vtso)
 
     def _bad_mark(self, entry: MarkEntry, message: str) -> BadDdl:
         dn, _, rest = entry.source.partition(":")
@@ -216,20 +230,24 @@ class SchemaState:
                 self.physical.pop(key, None)
             self.topology.drop_table(db, name)
 
-    def _apply_phys(self, entry: PhysEntry) -> None:
+    def _apply_phys(self, entry: PhysEntry) -> bool:
         db_l = entry.db.lower()
         if db_l.startswith(SYSTEM_PREFIXES) or db_l in _SYSTEM_DBS:
-            return
+            return False
         try:
             stmt = parse_ddl(entry.ddl)
         except ValueError as exc:
             raise BadDdl(f"unparseable physical DDL {entry.ddl[:200]!r}: {exc}", dn=entry.dn, file=entry.file,
                          offset=entry.offset, table=entry.db, vtso=entry.vtso) from None
+        if not isinstance(stmt, _PHYSICAL_MODEL_KINDS):
+            return False  # CREATE DATABASE, CREATE VIEW, GRANT …: nothing of the physical model changes
+        renames = isinstance(stmt, RenameTable) or (isinstance(stmt, AlterTable) and stmt.rename_to is not None)
         try:
-            self._apply_phys_statement(entry, stmt)
+            self._atomically(lambda: self._apply_phys_statement(entry, stmt), topology=renames)
         except (ValueError, KeyError) as exc:
             raise BadDdl(f"cannot apply physical DDL {entry.ddl[:200]!r}: {exc}", dn=entry.dn, file=entry.file,
                          offset=entry.offset, table=entry.db, vtso=entry.vtso) from None
+        return True
 
     def _elsewhere(self, key: tuple[str, str], dn: str) -> bool:
         """The physical table was created on another DN than ``dn`` (it moved there)."""

@@ -137,3 +137,45 @@ def test_healthz_503_while_a_dn_stalls_and_200_after(tmp_path):
             sim.kill()
             sim.wait()
     assert Path(out / "state.json").exists()
+
+
+def test_serve_healthz_follows_the_index_and_a_blocked_event_loop(tmp_path):
+    """``gbinlog serve --metrics-port``: /healthz 200 ``ok`` while serving, 503 naming the index
+    while it is gone, 200 again once it is back; /metrics has the replica gauges' registry with
+    gbinlog_healthy; an endpoint whose event loop is blocked is reported unhealthy."""
+    from dumper.server import ServerConfig, start_in_thread
+    from tests.test_server_support import PASSWORD, USER, USERS, write_sample_binlog
+
+    src = write_sample_binlog(tmp_path / "src", txns=4, files=1)
+    mport = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gbinlog.cli", "serve", "--dir", str(src.dir), "--port", "0",
+                             "--user", f"{USER}:{PASSWORD}", "--metrics-port", str(mport)],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        while "listening on" not in line:
+            assert line, "serve exited before listening"
+            line = proc.stderr.readline()
+        base = f"http://127.0.0.1:{mport}"
+        wait_for(lambda: get(base + "/healthz") == (200, "ok\n"), 10, "serve /healthz ok")
+        assert metric(get(base + "/metrics")[1], "gbinlog_healthy") == 1
+        index = src.dir / "binlog.index"
+        os.replace(index, tmp_path / "index.away")
+        code, text = get(base + "/healthz")
+        assert code == 503 and str(index) in text
+        assert metric(get(base + "/metrics")[1], "gbinlog_healthy") == 0
+        os.replace(tmp_path / "index.away", index)
+        assert get(base + "/healthz") == (200, "ok\n")
+        assert get(base + "/nothing")[0] == 404
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+    with start_in_thread(ServerConfig(dir=src.dir, users=USERS)) as handle:
+        assert handle.server.health() == (True, "ok")
+        handle.loop.call_soon_threadsafe(time.sleep, 1.5)      # a callback that holds the loop
+        ok, reason = handle.server.health(timeout=0.3)
+        assert not ok and "event loop did not answer within 0.3 s" in reason
+        time.sleep(1.5)
+        assert handle.server.health() == (True, "ok")
+    assert handle.server.health() == (False, "the replication endpoint is not listening")

@@ -301,40 +301,65 @@ def test_rows_pass_and_passed_rows_agree_compiled_and_in_pure_python():
 
 # -- scan_txns: the common XA shapes in one record each (compiled only) ------------------------------
 def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_records():
-    """On the bank fixture nearly every branch comes as K_BRANCH + K_TSO_COMMIT; replaying a group
-    gives exactly the plain records scan gives from its offset; a known group's branch comes with its
-    prepared DnTxn, its blocks holding the table maps and rows events as read."""
+    """On the bank fixture nearly every branch comes as K_BRANCH + K_TSO_COMMIT, or as one K_TXN when
+    its commit follows it at once, or as one K_LOCAL when its XA_PREPARE is one-phase; replaying a group gives exactly the plain records scan gives from
+    its offset; a known group's branch comes with its prepared DnTxn, its blocks holding the table
+    maps and rows events as read."""
     from extractor.model import Block, DnTxn, Pos, TxnKind
 
     path = ROOT / "fixtures" / "bank-4dn" / "dn0" / "mysql-bin.000001"
     f = BinlogFile(path)
-    kinds, bquals, made = {}, {}, 0
-    maker = kernel.Maker(Event, Block, DnTxn, Pos, path.name, "dn0", TxnKind.DML, bquals)
+    kinds, bquals, made, heartbeats, gcn_led = {}, {}, 0, 0, 0
+    maker = kernel.Maker(Event, Block, DnTxn, Pos, path.name, "dn0", TxnKind.DML, bquals, TxnKind.HEARTBEAT)
+    assert maker.heartbeat is TxnKind.HEARTBEAT
+
+    def check_commit(payload, plain):
+        assert plain[0][1].pos == payload[0] and plain[0][0] == kernel.K_GCN and plain[1][0] == kernel.Q_XA_COMMIT
+        assert payload[1] == int.from_bytes(plain[0][1].raw[20:28], "little")
+        end = plain[1][1].pos + plain[1][1].h[3]
+        assert payload[2:] == (Pos(path.name, end), plain[1][1].raw[plain[1][2] + 9:-4].decode("latin-1").strip())
+
     for batch in f.records(assembler._KINDS, 8, grouped=maker):  # small batches: bquals filled between
         for k, payload, n in batch:
             kinds[k] = kinds.get(k, 0) + 1
-            if k not in (kernel.K_BRANCH, kernel.K_TSO_COMMIT):
+            if k not in (kernel.K_BRANCH, kernel.K_TSO_COMMIT, kernel.K_TXN, kernel.K_LOCAL):
                 continue
             plain = f.replay(payload[0], n)
             assert plain[0][1].pos == payload[0] and len(plain) == n
             if k == kernel.K_TSO_COMMIT:
-                assert plain[1][0] == kernel.Q_XA_COMMIT
-                end = plain[1][1].pos + plain[1][1].h[3]
-                assert payload[2:] == (Pos(path.name, end), plain[1][1].raw[plain[1][2] + 9:-4].decode("latin-1").strip())
+                check_commit(payload, plain)
                 continue
-            assert plain[0][0] == kernel.Q_XA_START and plain[-1][1].h[1] == 38
+            if k == kernel.K_TXN:  # a branch and its commit right after it: the same xid
+                check_commit(payload[4:] + (payload[1],), plain[-2:])
+                plain = plain[:-2]
+            if plain[0][0] == kernel.K_GCN:  # a commit TSO the branch's XA START makes void
+                assert plain[0][1].raw[19] & 4 and k != kernel.K_TSO_COMMIT
+                gcn_led += 1
+                plain = plain[1:]
+            prepare = plain[-1][1]
+            assert plain[0][0] == kernel.Q_XA_START and prepare.h[1] == 38
+            assert prepare.raw[19] == (k == kernel.K_LOCAL)  # one_phase: committed by its XA_PREPARE
+            if k == kernel.K_LOCAL:
+                assert payload[4] == Pos(path.name, prepare.pos + prepare.h[3])
             txn = payload[2]
             if txn is None:  # the group's first branch: the assembler files its branch key
+                assert k == kernel.K_BRANCH
                 bquals[xid_bqual(payload[1])] = "branch"
                 continue
             made += 1
-            assert (txn.xid, txn.start, txn.branch, txn.vtso, txn.end) == (payload[1], Pos(path.name, payload[0]),
+            assert (txn.xid, txn.start, txn.branch, txn.vtso, txn.end) == (payload[1], Pos(path.name, plain[0][1].pos),
                                                                             "branch", "", None)
+            if txn.kind is TxnKind.HEARTBEAT:  # the heartbeat table's rows are dropped
+                heartbeats += 1
+                assert txn.blocks == [] and [kk for kk, _, _ in plain].count(assembler._K_TABLE_MAP) == 1
+                continue
             assert [(e.pos, e.h, e.raw) for b in txn.blocks for e in b.events] == [
                 (ev.pos, ev.h, ev.raw) for kk, ev, _ in plain if kk in (assembler._K_TABLE_MAP, assembler._K_ROWS)]
-    # the plain ones: heartbeats and other system-table branches
-    assert kinds[kernel.K_BRANCH] > 4 * kinds.get(kernel.Q_XA_START, 0) > 0 and made > 30
-    assert kinds[kernel.K_TSO_COMMIT] > 4 * kinds.get(kernel.Q_XA_COMMIT, 1)
+    # the plain ones: other system-table branches
+    branches, commits = kinds[kernel.K_BRANCH] + kinds[kernel.K_TXN], kinds[kernel.K_TSO_COMMIT] + kinds[kernel.K_TXN]
+    assert branches > 4 * kinds.get(kernel.Q_XA_START, 0) > 0 and made > 30 and heartbeats > 0
+    assert commits > 4 * kinds.get(kernel.Q_XA_COMMIT, 1) and kinds[kernel.K_TXN] > 10 and kinds[kernel.K_BRANCH] > 10
+    assert kinds[kernel.K_LOCAL] > 0 and gcn_led > 0 and kinds.get(kernel.K_GCN, 0) < gcn_led
 
 
 def test_a_group_the_assembler_turns_down_is_replayed_with_the_general_rules(tmp_path):
@@ -358,6 +383,35 @@ def test_a_group_the_assembler_turns_down_is_replayed_with_the_general_rules(tmp
             list(extract(source))
         errors.append((ei.value.offset, str(ei.value)))
     assert errors[0] == errors[1] and errors[0][0] == at
+
+
+def test_a_commit_tso_left_pending_before_a_grouped_branch_raises_as_event_by_event(tmp_path):
+    """A GCN with a commit TSO that no XA COMMIT follows, then a one-phase branch (which scan_txns
+    hands over with its own leading GCN as one K_LOCAL): the group is turned down and replayed from
+    that GCN, which raises the OrphanCommitTso the event-by-event path raises, at the same offset."""
+    from extractor import BytesSource, OrphanCommitTso, extract
+    from tests.test_ordering_dn_writer import GCN_COMMIT, DnWriter, Stmt, hint, xid_text
+
+    w = DnWriter(tmp_path, "dn3")
+    x = xid_text(1, "G")
+    w.prepare(x, [Stmt("d_p00000", "t", hint=hint(1))])  # the group seen once: its branches are grouped
+    w.commit(x, 5 << 22)
+    pending = w.gcn(GCN_COMMIT, 6 << 22)
+    w.one_phase(xid_text(2, "G"), [Stmt("d_p00000", "t", hint=hint(1))], tso=7 << 22)
+    w.close()
+    path = tmp_path / "dn3" / list_binlog_files(tmp_path / "dn3")[0]
+    asm = assembler.Assembler("dn3")
+    asm._bquals[xid_bqual(xid_text(2, "G"))] = "branch"
+    kinds = [k for batch in BinlogFile(path).records(assembler._KINDS, 64, grouped=asm._maker(path.name))
+             for k, _, _ in batch]
+    assert kernel.K_LOCAL in kinds and kinds.count(kernel.K_GCN) == 1  # the pending one alone
+    errors = []
+    for source in (tmp_path / "dn3", BytesSource("dn3", [(n, (tmp_path / "dn3" / n).read_bytes())
+                                                         for n in list_binlog_files(tmp_path / "dn3")])):
+        with pytest.raises(OrphanCommitTso) as ei:
+            list(extract(source))
+        errors.append((ei.value.offset, str(ei.value)))
+    assert errors[0] == errors[1] and errors[0][0] == pending
 
 
 def _event(type_code: int, body: bytes) -> bytes:
@@ -397,7 +451,7 @@ def test_the_compiled_xid_reader_gives_what_parse_gives(txn_id, gtrid_tail, grou
 
 
 _KEYS = st.sampled_from(["A", "B", "C", "D", ("f", 4)])
-_OPS = st.lists(st.tuples(st.sampled_from(["prewrite", "commit", "rollback", "release", "commit_tso"]), _KEYS,
+_OPS = st.lists(st.tuples(st.sampled_from(["prewrite", "commit", "rollback", "release", "commit_tso", "commit_alone"]), _KEYS,
                           st.integers(0, 60)), max_size=40)
 
 
@@ -431,6 +485,8 @@ def test_the_compiled_sorter_follows_the_python_one(ops):
                     results.append(s.release())
                 elif op == "commit_tso":
                     results.append(s.commit_tso(key, txn, v + 1, states[s]))
+                elif op == "commit_alone":  # the group path: a txn prewritten, committed and released at once
+                    results.append(s.commit_alone(txn, v + 1, states[s]))
                 else:
                     results.append(getattr(s, op)(key, f"{v:03d}"))
             except sorter.SorterError as exc:
@@ -445,3 +501,54 @@ def test_the_compiled_vtso_text_is_the_python_one(tso, txn_id):
     from extractor import _sort
 
     assert _sort.tso_vtso(tso, txn_id) == vtso.py_tso_vtso(tso, txn_id)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.binary(max_size=700), st.integers(0, 15), st.integers(0, (1 << 32) - 1))
+def test_the_compiled_crc32_is_zlibs(data, skip, start):
+    """The kernel's CRC-32 (folded by carry-less multiplication where the CPU has it) is zlib's, for
+    every length and alignment, from a fresh or a running value; so is a whole event's residue."""
+    import zlib
+
+    assert _kernel is not None
+    for part in (data, data[skip:], data[:skip]):
+        assert _kernel.crc32_of(part) == zlib.crc32(part)
+        assert _kernel.crc32_of(part, start) == zlib.crc32(part, start)
+    big = random.Random(len(data)).randbytes(70_000 + skip)
+    assert _kernel.crc32_of(big[skip:], start) == zlib.crc32(big[skip:], start)
+    event = data + zlib.crc32(data).to_bytes(4, "little")
+    assert _kernel.crc32_of(event) == kernel_py.CRC_RESIDUE
+
+
+def test_the_compiled_crc32_folds_on_x86_with_pclmulqdq():
+    """On this machine (x86-64 with PCLMULQDQ, as CI's) the fast CRC-32 is the one in use."""
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if " pclmulqdq" in flags and " sse4_1" in flags:
+        assert _kernel.crc32_folds()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=300), st.binary(min_size=1, max_size=6), st.integers(0, 320), st.none() | st.integers(0, 320))
+def test_the_compiled_find_is_bytes_find(data, needle, start, end):
+    """The cluster check's byte search (memmem) finds what ``bytes.find`` finds, in every window."""
+    assert _kernel is not None
+    data = data + needle + data[:7]
+    want = data.find(needle, start, len(data) if end is None else end)
+    assert _kernel.find(data, needle, start, end) == kernel_py.find(data, needle, start, end) == want
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.integers(0, 10**19 - 1), st.integers(0, (1 << 63) - 1), st.sampled_from(["", " ", "x", "-1", "+"]))
+def test_the_compiled_vtso_timestamp_is_the_python_one(tso, txn_id, odd):
+    from extractor import _sort
+
+    text = vtso.py_tso_vtso(tso, txn_id)
+    for v in (text, f"{tso:019d}", odd + text[len(odd):], text[:5] + odd + text[5 + len(odd):]):
+        try:
+            want = vtso.py_vtso_timestamp(v)
+        except ValueError as exc:
+            with pytest.raises(ValueError, match=re.escape(str(exc))):
+                _sort.vtso_timestamp(v)
+            continue
+        assert _sort.vtso_timestamp(v) == want
+    assert vtso.vtso_timestamp is _sort.vtso_timestamp or kernel.pure_python()

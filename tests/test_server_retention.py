@@ -230,3 +230,42 @@ def test_run_purges_its_own_growing_output_and_resumes_after(tmp_path):
         svc.ensure_stopped()
         sim.stop()
         sim_thread.join(30)
+
+
+def test_a_purge_racing_the_writers_new_file_never_drops_it_from_the_index(tmp_path):
+    """The writer starting a file (``write_index(…, drop_missing=True)``) and a purge (``BinlogDir.purge``)
+    both rewrite ``binlog.index``; started together from two threads 150 times, the index must name
+    the writer's newest file after every round, and no removed file."""
+    import threading
+
+    from dumper.global_binlog import write_index
+    from dumper.server.binlogdir import BinlogDir
+
+    listed = ["binlog.000001"]
+    (tmp_path / listed[0]).write_bytes(b"x")
+    write_index(tmp_path, listed)
+    bdir = BinlogDir(tmp_path)
+    for seq in range(2, 152):
+        name = f"binlog.{seq:06d}"
+        (tmp_path / name).write_bytes(b"x")
+        keep_from = bdir.files()[-1]
+        start = threading.Barrier(2)
+        purged: list[str] = []
+
+        def rotate(name=name, start=start) -> None:
+            start.wait()
+            listed[:] = write_index(tmp_path, [*listed, name], drop_missing=True)
+
+        def purge(keep_from=keep_from, start=start, purged=purged) -> None:
+            start.wait()
+            purged.extend(bdir.purge(keep_from))
+
+        threads = [threading.Thread(target=rotate), threading.Thread(target=purge)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        index = [line[2:] for line in (tmp_path / "binlog.index").read_text().splitlines()]
+        on_disk = sorted(p.name for p in tmp_path.glob("binlog.0*"))
+        assert index == on_disk, f"round {seq}"
+        assert index[-1] == name and not set(purged) & set(index)

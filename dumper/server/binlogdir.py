@@ -15,6 +15,7 @@ from pathlib import Path
 
 from binlog.constants import BINLOG_MAGIC, CRC_LEN, HEADER_LEN, MAX_EVENT_SIZE, EventFlag, EventType
 from binlog.header import HEADER_STRUCT, crc_bytes, crc_ok
+from binlog.index_lock import index_lock
 
 _U32 = struct.Struct("<I")
 # FDE body: binlog_version u16, server_version[50], created u32 -> 'created' sits at 19 + 2 + 50.
@@ -137,8 +138,9 @@ class BinlogDir:
 
     def purge(self, keep_from: str) -> list[str]:
         """Remove every file before ``keep_from``: from disk, then from the index (re-read and replaced
-        atomically at once). Files first: a writer in this process that rewrites the index meanwhile
-        lists only files that exist (GlobalBinlog), so the index never ends up naming a removed file."""
+        atomically under ``index_lock``). Files first: a writer that starts a file meanwhile lists
+        only files that exist (GlobalBinlog), so the index never ends up naming a removed file, and
+        the lock keeps the purge from replacing the index with a copy read before the writer's."""
         files = self.files()
         cut = files.index(keep_from)
         gone = files[:cut]
@@ -153,15 +155,16 @@ class BinlogDir:
         index = self.index_path
         assert index is not None
         gone_set = set(gone)
-        with open(index, encoding="utf-8", errors="surrogateescape") as fh:
-            lines = [line for line in fh.read().split("\n") if line.strip()]
-        new_lines = [line for line in lines if os.path.basename(line.strip()) not in gone_set]
-        tmp = index.with_name(index.name + ".purge-tmp")
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            fh.write("".join(line + "\n" for line in new_lines))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, index)
+        with index_lock(self.path):      # a writer starting a file meanwhile waits, then keeps its entry
+            with open(index, encoding="utf-8", errors="surrogateescape") as fh:
+                lines = [line for line in fh.read().split("\n") if line.strip()]
+            new_lines = [line for line in lines if os.path.basename(line.strip()) not in gone_set]
+            tmp = index.with_name(index.name + ".purge-tmp")
+            with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
+                fh.write("".join(line + "\n" for line in new_lines))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, index)
         self._index_sig = None
         return gone
 

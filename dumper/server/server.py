@@ -23,7 +23,7 @@ from pathlib import Path
 from dumper.server import limits, retention
 from dumper.server import protocol as p
 from dumper.server.auth import CACHING_SHA2, RsaKeys
-from dumper.server.binlogdir import BinlogDir
+from dumper.server.binlogdir import BinlogDir, BinlogDirError
 from dumper.server.config import ConfigError, ServerConfig
 from dumper.server.dump import BinlogDump, DumpError
 from dumper.server.gtid_dump import dump_request
@@ -185,6 +185,33 @@ class BinlogServer:
 
     def connections(self) -> list[_Connection]:
         return list(self._conns.values())
+
+    def health(self, timeout: float = 1.0) -> tuple[bool, str]:
+        """(healthy, reason) for ``/healthz`` of ``gbinlog serve``, from any thread: listening, the
+        event loop running a callback within ``timeout`` s (a blocked loop leaves every replica and
+        login waiting while the port still accepts), and the binlog index readable."""
+        if self._server is None or not self._server.is_serving() or self._loop is None:
+            return False, "the replication endpoint is not listening"
+        answered = threading.Event()
+        try:
+            self._loop.call_soon_threadsafe(answered.set)
+        except RuntimeError:                      # the loop is closed
+            return False, "the replication endpoint is not running"
+        if not answered.wait(timeout):
+            return False, f"the endpoint's event loop did not answer within {timeout:g} s"
+        try:
+            index = self.bdir.index_path    # read here, not through the loop thread's cached list
+        except BinlogDirError as exc:
+            return False, str(exc)
+        if index is None:
+            return False, f"{self.config.dir}: no binlog index (<base>.index)"
+        try:
+            with open(index, "rb") as fh:
+                if not fh.read(4096).strip():
+                    return False, f"{index}: empty binlog index"
+        except OSError as exc:
+            return False, f"{index}: {exc.strerror or exc}"
+        return True, "ok"
 
     def replica_stats(self) -> list[dict]:
         """Per connected replica (dump): server_id, user, host, port, tls, file, pos, bytes_sent,
