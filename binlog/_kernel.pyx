@@ -832,9 +832,8 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
     end of ``data`` is not one: its events come as plain records."""
     cdef const unsigned char[::1] buf = data
     cdef _Walk w = walker(buf, checksum, kinds, query_phl, table_id_len)
-    cdef Py_ssize_t at, size, q, g_end, nrec, walked
+    cdef Py_ssize_t at, at2, size, q, g_end, walked
     cdef int k
-    cdef bint one_phase
     cdef int crc = 4 if checksum else 0
     cdef list out = []
     cdef Py_ssize_t count = 0
@@ -849,35 +848,59 @@ def scan_txns(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kind
         walked = w.walked
         if k == K_GCN:
             group = try_tso_commit(w, at, size, crc, maker, &g_end)
-            if group is not None:
+            if group is None and size - crc - HEADER_LEN >= 9:
+                # a commit TSO followed by a branch, whose XA START makes it void: one record with the
+                # branch's (replayed from the GCN: a commit TSO already pending raises there)
+                w.walked = walked
+                at2 = w.next_record(off)
+                if at2 >= 0 and w.k == Q_XA_START:
+                    group = branch_record(w, at2, w.size, w.q, crc, maker, &g_end)
+                    if group is not None:
+                        out.append(((<tuple>group)[0], (maker.base + at,) + (<tuple>(<tuple>group)[1])[1:],
+                                    (<tuple>group)[2] + 1))
+                        count += 1
+                        off = g_end
+                        continue
+            elif group is not None:
                 out.append((K_TSO_COMMIT, group, 2))
                 count += 1
                 off = g_end
                 continue
             w.walked = walked
         elif k == Q_XA_START:
-            group = try_branch(w, at, size, q, crc, maker, &g_end, &nrec, &one_phase)
+            group = branch_record(w, at, size, q, crc, maker, &g_end)
             if group is not None:
-                off = g_end
+                out.append(group)
                 count += 1
-                if one_phase:  # and the Pos after its XA_PREPARE, where it commits
-                    out.append((K_LOCAL, <tuple>group + (tuple_new(maker.pos_cls, (maker.file, maker.base + g_end)),),
-                                nrec))
-                    continue
-                if (<tuple>group)[2] is not None:
-                    walked = w.walked
-                    whole = try_commit_after(w, g_end, <tuple>group, crc, maker, &g_end)
-                    if whole is not None:
-                        out.append((K_TXN, whole, nrec + 2))
-                        off = g_end
-                        continue
-                    w.walked = walked
-                out.append((K_BRANCH, group, nrec))
+                off = g_end
                 continue
             w.walked = walked
         out.append((k, maker.ev(w.base + at, at, size), q))
         count += 1
     return out, off, ST_MORE, w.walked
+
+
+cdef object branch_record(_Walk w, Py_ssize_t at, Py_ssize_t size, Py_ssize_t q, int crc, Maker maker,
+                          Py_ssize_t *end_out):
+    """The group record ``(kind, payload, n)`` of the branch whose XA START is at ``at``: K_LOCAL
+    (one-phase), K_TXN (its commit right after it), K_BRANCH; None when it is not in the common form.
+    ``end_out``: where the records it stands for end."""
+    cdef Py_ssize_t nrec, walked, branch_end
+    cdef bint one_phase
+    group = try_branch(w, at, size, q, crc, maker, &branch_end, &nrec, &one_phase)
+    if group is None:
+        return None
+    end_out[0] = branch_end
+    if one_phase:  # and the Pos after its XA_PREPARE, where it commits
+        return (K_LOCAL, <tuple>group + (tuple_new(maker.pos_cls, (maker.file, maker.base + branch_end)),), nrec)
+    if (<tuple>group)[2] is not None:
+        walked = w.walked
+        whole = try_commit_after(w, branch_end, <tuple>group, crc, maker, end_out)
+        if whole is not None:
+            return (K_TXN, whole, nrec + 2)
+        w.walked = walked
+        end_out[0] = branch_end
+    return (K_BRANCH, group, nrec)
 
 
 cdef object try_commit_after(_Walk w, Py_ssize_t off, tuple branch, int crc, Maker m, Py_ssize_t *end_out):

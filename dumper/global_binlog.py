@@ -286,6 +286,9 @@ class GlobalBinlog:
         self.heartbeat_interval = heartbeat_interval
         self.buffer_size = buffer_size
         self._buf = bytearray()
+        # a function called before appended transactions are written out (the pipeline: the meta
+        # store synced first, so a restart from what the files hold finds the history they depend on)
+        self.before_write = None
         self._fd: int | None = None
         self.recovery = recover(self.directory, base=base, server_id=server_id, server_version=server_version,
                                 max_file_size=max_file_size, hint=hint, gtids=gtids)
@@ -406,6 +409,8 @@ class GlobalBinlog:
         buf = self._buf
         if not buf:
             return
+        if self.before_write is not None:
+            self.before_write()
         # a fresh buffer first: a failed write's traceback may still hold a view of the old one
         self._buf = bytearray()
         try:

@@ -164,6 +164,22 @@ cdef inline int put_padded(char *o, unsigned long long v, int width) noexcept no
     return k
 
 
+cpdef object vtso_timestamp(str vtso):
+    """``extractor.vtso.py_vtso_timestamp``: the epoch seconds of a vtso, its 19 TSO digits read here
+    (anything but 19 ASCII digits first: the Python one, with its result or error)."""
+    cdef unsigned long long v = 0
+    cdef Py_ssize_t i
+    cdef long d
+    if len(vtso) < 19:
+        return (int(vtso[:19]) >> 22) // 1000
+    for i in range(19):
+        d = <long><Py_UCS4>vtso[i] - 48
+        if d < 0 or d > 9:
+            return (int(vtso[:19]) >> 22) // 1000
+        v = v * 10 + <unsigned long long>d
+    return (v >> 22) // 1000
+
+
 cpdef str tso_vtso(unsigned long long tso, unsigned long long txn_id):
     """``f"{tso:019d}{txn_id:019d}" + 16 zeros``: a TSO transaction's vtso."""
     cdef char buf[64]
@@ -212,8 +228,8 @@ cdef class Groups:
         turned down (nothing changed: replay all its records); True for a ``K_TXN`` whose branch is
         taken and whose commit is turned down (replay the commit's two records, from ``g[4]``)."""
         asm = self.asm
-        if asm.cur is not None or asm.ignoring:
-            return False
+        if asm.cur is not None or asm.ignoring or asm.pending_tso >= 0:
+            return False  # (a pending commit TSO: the events say whether it is an error, or void)
         if k == K_TXN:
             return self.txn(g)
         if k == K_BRANCH:
@@ -231,21 +247,17 @@ cdef class Groups:
         """``XA START … XA_PREPARE`` (one_phase=0): the prepared ``txn`` filed under ``xid``."""
         if txn is None or xid in self.by_xid or xid in self.sorter.trans:
             return False
-        self.no_pending()
         self.sorter.prewrite(xid, txn)
         self.by_xid[xid] = txn
         return True
 
     cdef object tso_commit(self, xid, tso, end):
         """``XA COMMIT xid`` after a GCN carrying commit TSO ``tso``; ``end``: the Pos after it."""
-        asm = self.asm
-        if asm.pending_tso >= 0:
-            return False
         txn = self.by_xid.pop(xid, None)
         if txn is None:
             return False
         if tso == 0:
-            return asm._commit(txn, xid, None, end)
+            return self.asm._commit(txn, xid, None, end)
         txn.end = end
         return self.released(self.sorter.commit_tso(xid, txn, tso, self.state), end)
 
@@ -253,7 +265,6 @@ cdef class Groups:
         xid, txn, tso, end = g[1], g[2], g[5], g[6]
         if xid not in self.by_xid and self.sorter.commit_alone(txn, tso, self.state):
             # prewrite, commit and the release that gives it back at once: a quiet point after it
-            self.no_pending()
             txn.end = end
             state = self.state
             point = tuple_new(self.restart_cls, (end[0], end[1], state.tso, state.txn_id, state.seq))
@@ -277,11 +288,3 @@ cdef class Groups:
         if monotonic() - asm._last_warn >= asm.warn_interval:
             asm.warn_held()
         return None
-
-    cdef inline int no_pending(self) except -1:
-        """A new transaction starts: a commit TSO seen before it applies to nothing (``_start``)."""
-        asm = self.asm
-        if asm.pending_tso >= 0:
-            asm.pending_tso = -1
-            asm.pending_at = None
-        return 0

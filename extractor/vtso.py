@@ -41,7 +41,7 @@ def tso_physical_ms(tso: int) -> int:
     return tso >> 22
 
 
-def vtso_timestamp(vtso: str) -> int:
+def py_vtso_timestamp(vtso: str) -> int:
     """The event timestamp (epoch seconds) of a transaction with this vtso."""
     return (int(vtso[_TSO]) >> 22) // 1000
 
@@ -67,8 +67,9 @@ def py_tso_vtso(tso: int, txn_id: int) -> str:
     return f"{tso:019d}{txn_id:019d}{TSO_ZEROS}"
 
 
-# extractor/_sort.pyx's twin when built (the same text)
+# extractor/_sort.pyx's twins when built (the same text; the same seconds, one per global txn written)
 tso_vtso = compiled_twin("extractor._sort", "tso_vtso") or py_tso_vtso
+vtso_timestamp = compiled_twin("extractor._sort", "vtso_timestamp") or py_vtso_timestamp
 
 
 def vtso_for_commit(state: VtsoState, commit_tso: int | None, txn_id: int, storage_seq: str) -> str:

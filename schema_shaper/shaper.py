@@ -92,6 +92,8 @@ class Shaper(SchemaState):
         self.on_error = on_error
         self._plans: dict[bytes, TablePlan] = {}
         self._stored_upto = (store.last_vtso() or "") if store is not None else ""
+        self._deferred = False      # the store is synced by whoever calls ``sync_store`` (defer_store_sync)
+        self._unsynced = False
         self.counts = {"pass": 0, "reshape": 0}
 
     # -- construction from history ----------------------------------------------------------------------
@@ -148,7 +150,7 @@ class Shaper(SchemaState):
             entry = dataclasses.replace(phys_entry(txn), vtso=at_vtso)
             self._guard(lambda entry=entry: self.apply_entry(entry), None)
             if self.store is not None:
-                self.store.add(entry)
+                self._store(entry, True)
         self._plans.clear()
         self._stored_upto = max(self._stored_upto, at_vtso)
 
@@ -388,7 +390,27 @@ class Shaper(SchemaState):
         # Entries are stored in vtso order as they are applied: one at or below the store's last
         # vtso is there already (a restart replaying it), and writing it again would only cost a sync.
         if store and self.store is not None and entry.vtso > self._stored_upto:
-            self.store.add(entry, sync=changed)
+            self._store(entry, changed)
+
+    def _store(self, entry: Entry, needed: bool) -> None:
+        """Store an entry; ``needed``: a restart without it would be in another state, so it must be
+        durable before anything after it is — at once, unless the caller syncs (``defer_store_sync``)."""
+        self.store.add(entry, sync=needed and not self._deferred)  # type: ignore[union-attr]
+        self._unsynced = self._unsynced or (needed and self._deferred)
+
+    def defer_store_sync(self) -> Any:
+        """The caller makes the stored entries durable itself, by calling the returned function
+        before it writes out anything shaped after them (the pipeline: before each write of the
+        global binlog), so a burst of physical DDLs — two per DN for every table a cluster creates,
+        each a disk wait — costs one."""
+        self._deferred = True
+        return self.sync_store
+
+    def sync_store(self) -> None:
+        """Make the entries stored so far durable (nothing to do when none waits)."""
+        if self._unsynced and self.store is not None:
+            self.store.sync()
+        self._unsynced = False
 
 
 

@@ -309,7 +309,7 @@ def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_r
 
     path = ROOT / "fixtures" / "bank-4dn" / "dn0" / "mysql-bin.000001"
     f = BinlogFile(path)
-    kinds, bquals, made, heartbeats = {}, {}, 0, 0
+    kinds, bquals, made, heartbeats, gcn_led = {}, {}, 0, 0, 0
     maker = kernel.Maker(Event, Block, DnTxn, Pos, path.name, "dn0", TxnKind.DML, bquals, TxnKind.HEARTBEAT)
     assert maker.heartbeat is TxnKind.HEARTBEAT
 
@@ -332,6 +332,10 @@ def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_r
             if k == kernel.K_TXN:  # a branch and its commit right after it: the same xid
                 check_commit(payload[4:] + (payload[1],), plain[-2:])
                 plain = plain[:-2]
+            if plain[0][0] == kernel.K_GCN:  # a commit TSO the branch's XA START makes void
+                assert plain[0][1].raw[19] & 4 and k != kernel.K_TSO_COMMIT
+                gcn_led += 1
+                plain = plain[1:]
             prepare = plain[-1][1]
             assert plain[0][0] == kernel.Q_XA_START and prepare.h[1] == 38
             assert prepare.raw[19] == (k == kernel.K_LOCAL)  # one_phase: committed by its XA_PREPARE
@@ -343,7 +347,7 @@ def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_r
                 bquals[xid_bqual(payload[1])] = "branch"
                 continue
             made += 1
-            assert (txn.xid, txn.start, txn.branch, txn.vtso, txn.end) == (payload[1], Pos(path.name, payload[0]),
+            assert (txn.xid, txn.start, txn.branch, txn.vtso, txn.end) == (payload[1], Pos(path.name, plain[0][1].pos),
                                                                             "branch", "", None)
             if txn.kind is TxnKind.HEARTBEAT:  # the heartbeat table's rows are dropped
                 heartbeats += 1
@@ -355,7 +359,7 @@ def test_scan_txns_groups_the_common_branches_and_a_group_stands_for_its_plain_r
     branches, commits = kinds[kernel.K_BRANCH] + kinds[kernel.K_TXN], kinds[kernel.K_TSO_COMMIT] + kinds[kernel.K_TXN]
     assert branches > 4 * kinds.get(kernel.Q_XA_START, 0) > 0 and made > 30 and heartbeats > 0
     assert commits > 4 * kinds.get(kernel.Q_XA_COMMIT, 1) and kinds[kernel.K_TXN] > 10 and kinds[kernel.K_BRANCH] > 10
-    assert kinds[kernel.K_LOCAL] > 0
+    assert kinds[kernel.K_LOCAL] > 0 and gcn_led > 0 and kinds.get(kernel.K_GCN, 0) < gcn_led
 
 
 def test_a_group_the_assembler_turns_down_is_replayed_with_the_general_rules(tmp_path):
@@ -379,6 +383,35 @@ def test_a_group_the_assembler_turns_down_is_replayed_with_the_general_rules(tmp
             list(extract(source))
         errors.append((ei.value.offset, str(ei.value)))
     assert errors[0] == errors[1] and errors[0][0] == at
+
+
+def test_a_commit_tso_left_pending_before_a_grouped_branch_raises_as_event_by_event(tmp_path):
+    """A GCN with a commit TSO that no XA COMMIT follows, then a one-phase branch (which scan_txns
+    hands over with its own leading GCN as one K_LOCAL): the group is turned down and replayed from
+    that GCN, which raises the OrphanCommitTso the event-by-event path raises, at the same offset."""
+    from extractor import BytesSource, OrphanCommitTso, extract
+    from tests.test_ordering_dn_writer import GCN_COMMIT, DnWriter, Stmt, hint, xid_text
+
+    w = DnWriter(tmp_path, "dn3")
+    x = xid_text(1, "G")
+    w.prepare(x, [Stmt("d_p00000", "t", hint=hint(1))])  # the group seen once: its branches are grouped
+    w.commit(x, 5 << 22)
+    pending = w.gcn(GCN_COMMIT, 6 << 22)
+    w.one_phase(xid_text(2, "G"), [Stmt("d_p00000", "t", hint=hint(1))], tso=7 << 22)
+    w.close()
+    path = tmp_path / "dn3" / list_binlog_files(tmp_path / "dn3")[0]
+    asm = assembler.Assembler("dn3")
+    asm._bquals[xid_bqual(xid_text(2, "G"))] = "branch"
+    kinds = [k for batch in BinlogFile(path).records(assembler._KINDS, 64, grouped=asm._maker(path.name))
+             for k, _, _ in batch]
+    assert kernel.K_LOCAL in kinds and kinds.count(kernel.K_GCN) == 1  # the pending one alone
+    errors = []
+    for source in (tmp_path / "dn3", BytesSource("dn3", [(n, (tmp_path / "dn3" / n).read_bytes())
+                                                         for n in list_binlog_files(tmp_path / "dn3")])):
+        with pytest.raises(OrphanCommitTso) as ei:
+            list(extract(source))
+        errors.append((ei.value.offset, str(ei.value)))
+    assert errors[0] == errors[1] and errors[0][0] == pending
 
 
 def _event(type_code: int, body: bytes) -> bytes:
@@ -502,3 +535,20 @@ def test_the_compiled_find_is_bytes_find(data, needle, start, end):
     data = data + needle + data[:7]
     want = data.find(needle, start, len(data) if end is None else end)
     assert _kernel.find(data, needle, start, end) == kernel_py.find(data, needle, start, end) == want
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.integers(0, 10**19 - 1), st.integers(0, (1 << 63) - 1), st.sampled_from(["", " ", "x", "-1", "+"]))
+def test_the_compiled_vtso_timestamp_is_the_python_one(tso, txn_id, odd):
+    from extractor import _sort
+
+    text = vtso.py_tso_vtso(tso, txn_id)
+    for v in (text, f"{tso:019d}", odd + text[len(odd):], text[:5] + odd + text[5 + len(odd):]):
+        try:
+            want = vtso.py_vtso_timestamp(v)
+        except ValueError as exc:
+            with pytest.raises(ValueError, match=re.escape(str(exc))):
+                _sort.vtso_timestamp(v)
+            continue
+        assert _sort.vtso_timestamp(v) == want
+    assert vtso.vtso_timestamp is _sort.vtso_timestamp or kernel.pure_python()
