@@ -304,7 +304,7 @@ def recover(directory: Path, *, base: str = BASE, server_id: int, server_version
                      server_version=server_version, max_file_size=max_file_size, previous=previous)
     listed = list_index(directory, base)
     if listed != files:
-        write_index(directory, files, base)
+        files[:] = write_index(directory, files, base, drop_missing=True)   # a purge may run meanwhile
         if listed is not None and listed != files[:len(listed)]:
             rec.actions.append("rewrote binlog.index")
     else:

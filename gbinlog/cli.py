@@ -33,7 +33,7 @@ class _Main(click.Group):
         module = importlib.import_module(self.lazy[name])
         if name == "simulate":
             return module.simulate_command
-        return next(command for command in module.COMMANDS if command.name == name)
+        return next((command for command in module.COMMANDS if command.name == name), None)
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})

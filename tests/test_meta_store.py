@@ -225,6 +225,7 @@ def test_the_pipeline_syncs_the_meta_store_before_it_writes_what_follows_a_ddl(t
     it before each write of the global binlog: every write comes after a sync that follows the last
     entry a restart would need. The bytes and the stored history are those of an undeferred build."""
     import dumper.global_binlog as gb
+    from dumper.pipeline import Settings
     from gbinlog.local_engine import build
     from schema_shaper.meta_store import MetaStore as Store
     from schema_shaper.shaper import Shaper as RealShaper
@@ -250,20 +251,32 @@ def test_the_pipeline_syncs_the_meta_store_before_it_writes_what_follows_a_ddl(t
     def write(fd, data):
         log.append(("write", len(data)))
         return real_write(fd, data)
+    import dumper.pipeline as pipeline_module
+    real_save = pipeline_module.save_state
+
+    def save(directory, state):
+        log.append(("save_state",))
+        return real_save(directory, state)
     monkeypatch.setattr(RealShaper, "_store", store)
     monkeypatch.setattr(Store, "sync", sync)
     monkeypatch.setattr(gb, "_write_all", write)
-    deferred = tmp_path / "deferred"
-    build(dirs, deferred)
-    needed = [i for i, e in enumerate(log) if e[0] == "needed"]
-    assert len(needed) > 10 and any(e[0] == "sync" for e in log)
-    for i, e in enumerate(log):
-        if e[0] == "write":
-            last_needed = max((n for n in needed if n < i), default=None)
-            assert last_needed is None or any(log[k][0] == "sync" for k in range(last_needed + 1, i)), (i, log[max(0, i - 5):i + 1])
-    assert sum(e[0] == "sync" for e in log) < len(needed)      # fewer disk waits than entries
-    for f in ("binlog.000001", "binlog.index"):
-        assert (deferred / f).read_bytes() == (plain / f).read_bytes()
+    monkeypatch.setattr(pipeline_module, "save_state", save)
+    for every_txn in (True, False):        # state.json after every transaction; the default checkpoints
+        log.clear()
+        deferred = tmp_path / f"deferred-{every_txn}"
+        build(dirs, deferred, settings=Settings(checkpoint_seconds=0) if every_txn else None)
+        needed = [i for i, e in enumerate(log) if e[0] == "needed"]
+        assert len(needed) > 10 and any(e[0] == "sync" for e in log)
+        assert sum(e[0] == "save_state" for e in log) > (100 if every_txn else 0)
+        for i, e in enumerate(log):
+            if e[0] in ("write", "save_state"):     # nothing durable may point past an unsynced entry
+                last_needed = max((n for n in needed if n < i), default=None)
+                assert last_needed is None or any(log[k][0] == "sync" for k in range(last_needed + 1, i)), \
+                    (every_txn, i, log[max(0, i - 5):i + 1])
+        if not every_txn:
+            assert sum(e[0] == "sync" for e in log) < len(needed)      # fewer disk waits than entries
+        for f in ("binlog.000001", "binlog.index"):
+            assert (deferred / f).read_bytes() == (plain / f).read_bytes()
     with Store.open(plain / "meta.db") as a, Store.open(deferred / "meta.db") as b:
         assert a.history() == b.history()
 
