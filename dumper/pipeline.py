@@ -375,6 +375,7 @@ class Pipeline:
             self.restart_points()
             shape_txn = self.shaper()
             self.last_consumed = self.skip
+            self.last_merged: str | None = None
             self.matched_last = not self.replay
             with fewer_gc_passes():
                 self._loop(self.merge(), shape_txn)
@@ -414,6 +415,7 @@ class Pipeline:
                 if b.restart is not None:
                     restart[b.dn] = b.restart
             vtso = g.vtso
+            self.last_merged = vtso     # out of the merge (regenerated or not): what a live feed may end after
             if skip is not None and vtso <= skip:
                 self.regenerated(g, shape_txn)
                 continue

@@ -484,7 +484,7 @@ class LiveDn:
                should_stop: Callable[[], bool] | None = None) -> Iterable[DnTxn]:
         pipeline = self.runner.pipeline
         return self.runner._feed(self.dn, restart, storage_seq).stream(
-            self.runner.stopping.is_set, pipeline.flush_ready, lambda: getattr(pipeline, "last_consumed", None))
+            self.runner.stopping.is_set, pipeline.flush_ready, lambda: getattr(pipeline, "last_merged", None))
 
 
 def run_service(cfg: Config, *, on_started: Callable[[LiveRunner], None] | None = None) -> LiveRunner:
