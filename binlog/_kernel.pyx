@@ -1200,3 +1200,166 @@ def frame_dml(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned in
     parts.add_items(tail)
     parts.write(out, pos, timestamp, server_id)
     return parts.n
+
+
+# -- reading a slot by its offset (the hot path reads a few slots of many objects) ------------------------
+cdef class _Member:
+    """Reads attribute ``name`` of an object: for the first class seen whose ``name`` is a slot, by the
+    slot's offset in the object (no attribute lookup); for any other object, by ``getattr``."""
+    cdef str name
+    cdef type cls
+    cdef Py_ssize_t off
+
+    def __init__(self, str name):
+        self.name, self.cls, self.off = name, None, 0
+
+    cdef inline object get(self, object obj):
+        cdef PyObject *v
+        if type(obj) is self.cls:
+            v = (<PyObject **>((<char *><PyObject *>obj) + self.off))[0]
+            if v != NULL:
+                return <object>v
+        elif self.cls is None:
+            self.learn(type(obj))
+        return getattr(obj, self.name)      # other classes, an unset slot (AttributeError)
+
+    cdef void learn(self, type cls):
+        d = cls.__dict__.get(self.name)
+        if type(d).__name__ == "member_descriptor" and (<PyMemberDescrObject *>d).d_member.offset > 0:
+            self.off = (<PyMemberDescrObject *>d).d_member.offset
+            self.cls = cls
+
+
+cdef _Member M_EVENTS = _Member("events"), M_HINT = _Member("hint"), M_RAW = _Member("raw"), M_CTX = _Member("ctx")
+cdef _Member M_CHECKSUM = _Member("checksum"), M_SERVER_ID = _Member("server_id"), M_ARCHIVE = _Member("archive")
+
+
+# -- the shaper's pass-through blocks (schema_shaper.Shaper._dml); see binlog.kernel_py.pass_blocks ----
+cdef inline bint rows_pass_c(list events, object src_id) except -1:
+    """``rows_pass`` without its Python call."""
+    cdef bytes raw
+    cdef const unsigned char *p
+    cdef const char *s
+    cdef Py_ssize_t i
+    if type(src_id) is not bytes or PyBytes_GET_SIZE(src_id) != 6:
+        return False
+    s = PyBytes_AS_STRING(src_id)
+    for i in range(1, len(events)):
+        raw = M_RAW.get(events[i])
+        if raw is None or PyBytes_GET_SIZE(raw) < 29:
+            return False
+        p = <const unsigned char *>PyBytes_AS_STRING(raw)
+        if p[4] < ROWS_V2_FIRST or p[4] > ROWS_V2_LAST or memcmp(p + HEADER_LEN, s, 6) != 0 \
+                or p[27] != 2 or p[28] != 0:
+            return False
+    return True
+
+
+def pass_blocks(list blocks, dict plans, int pass_kind, block_cls):
+    return pass_blocks_c(blocks, plans, pass_kind, block_cls)
+
+
+cdef object pass_blocks_c(list blocks, dict plans, int pass_kind, block_cls):
+    cdef list out = []
+    cdef object events, tm, plan, key
+    cdef bytes raw
+    cdef int crc
+    cdef Py_ssize_t n
+    for blk in blocks:
+        events = M_EVENTS.get(blk)
+        if type(events) is not list or not events:
+            return None
+        tm = (<list>events)[0]
+        raw = M_RAW.get(tm)
+        crc = 4 if M_CHECKSUM.get(M_CTX.get(tm)) else 0
+        n = PyBytes_GET_SIZE(raw) - HEADER_LEN - crc
+        if n < 0:
+            return None
+        key = PyBytes_FromStringAndSize(PyBytes_AS_STRING(raw) + HEADER_LEN, n)
+        plan = plans.get(key)
+        if plan is None or plan.kind != pass_kind or not rows_pass_c(<list>events, plan.src_id):
+            return None
+        out.append(tuple_new(block_cls, (plan.db, plan.table, plan.table_map, M_HINT.get(blk), events, plan.id_bytes,
+                                         crc)))
+    return out
+
+
+# -- a DML transaction of the global binlog from its vtso; see binlog.kernel_py.frame_dml_txn ----------
+cdef extern from "zlib.h":
+    unsigned long adler32(unsigned long adler, const unsigned char *buf, unsigned int length) nogil
+
+cdef enum:
+    XID = 16
+
+
+def frame_dml_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+                  list blocks, str vtso, bint archive):
+    return frame_dml_txn_c(out, pos, timestamp, server_id, head, blocks, vtso, archive)
+
+
+cdef object frame_dml_txn_c(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+                            list blocks, str vtso, bint archive):
+    # kernel_py's xid_of / cts_marker / cts_line, inline: the vtso's ASCII bytes are read once
+    cdef bytes v = vtso.encode("ascii")
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(v)
+    cdef unsigned int n = <unsigned int>PyBytes_GET_SIZE(v)
+    cdef unsigned long long xid = ((<unsigned long long>crc32(0, p, n)) << 31) ^ adler32(1, p, n)
+    cdef bytes xid_payload = PyBytes_FromStringAndSize(NULL, 8)
+    cdef unsigned char *x = <unsigned char *>PyBytes_AS_STRING(xid_payload)
+    cdef int i
+    for i in range(8):
+        x[i] = (xid >> (8 * i)) & 0xFF
+    return frame_dml(out, pos, timestamp, server_id, head, blocks,
+                     (b"\n# CTS::" + v + b"::ARCHIVE") if archive else (b"\n# CTS::" + v),
+                     [(XID, xid_payload), (ROWS_QUERY, b"\x01CTS::" + v, IGNORABLE)])
+
+
+# -- a pass-through global transaction shaped and framed in one call; see binlog.kernel_py.frame_pass_txn
+def frame_pass_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list head,
+                   list blocks, list branches, str vtso, dict plans, int pass_kind):
+    cdef object passed = pass_blocks_c(blocks, plans, pass_kind, tuple)
+    cdef object sid = None
+    cdef bint archive = False
+    if not passed:
+        return -1
+    for b in branches:
+        if sid is None:
+            sid = M_SERVER_ID.get(b)
+        if M_ARCHIVE.get(b):
+            archive = True
+    return frame_dml_txn_c(out, pos, timestamp, server_id if sid is None else sid, head, passed, vtso, archive)
+
+
+# -- the trace merge's sort (merger.trace_merge.merge_by_trace); see binlog.kernel_py.by_trace ---------
+from cpython.object cimport PyObject_RichCompareBool, Py_LT, Py_EQ
+from operator import attrgetter
+
+_trace_key = attrgetter("trace_id")
+
+
+def by_trace(branches):
+    cdef list merged = []
+    cdef list keys = []
+    cdef Py_ssize_t n, i, j
+    cdef object key, blk
+    cdef bint repeated = False
+    for b in branches:
+        merged.extend(b.blocks)
+    n = len(merged)
+    if n > 16 and len(branches) > 1:   # a big transaction: Timsort (merges the branches' runs)
+        merged.sort(key=_trace_key)
+    for i in range(n):
+        keys.append(merged[i].trace_id)
+    if n <= 16 and len(branches) > 1:   # insertion sort: stable, few blocks
+        for i in range(1, n):
+            key, blk = keys[i], merged[i]
+            j = i - 1
+            while j >= 0 and PyObject_RichCompareBool(key, keys[j], Py_LT):
+                keys[j + 1], merged[j + 1] = keys[j], merged[j]
+                j -= 1
+            keys[j + 1], merged[j + 1] = key, blk
+    for i in range(1, n):
+        if PyObject_RichCompareBool(keys[i], keys[i - 1], Py_EQ):
+            repeated = True
+            break
+    return merged, repeated

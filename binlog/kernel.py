@@ -67,3 +67,16 @@ frame_dml = _impl.frame_dml
 rows_pass = _impl.rows_pass
 passed_rows = _impl.passed_rows
 __all__ += ["frame_dml", "passed_rows", "rows_pass"]
+# a pass-through DML transaction's blocks in one call (schema_shaper.Shaper._dml)
+pass_blocks = _impl.pass_blocks
+__all__ += ["pass_blocks"]
+# a whole DML transaction from its vtso (dumper.global_binlog; the rules xid_of / cts_marker / cts_line
+# are kernel_py's, with their compiled twin inline)
+frame_dml_txn = _impl.frame_dml_txn
+__all__ += ["frame_dml_txn"]
+# a pass-through global transaction shaped and framed in one call (dumper.global_binlog.append_passed)
+frame_pass_txn = _impl.frame_pass_txn
+__all__ += ["frame_pass_txn"]
+# the trace merge's sort (merger.trace_merge)
+by_trace = _impl.by_trace
+__all__ += ["by_trace"]

@@ -18,8 +18,9 @@ transaction in one call.
 from __future__ import annotations
 
 import struct
+from operator import eq
 from typing import NamedTuple
-from zlib import crc32
+from zlib import adler32, crc32
 
 from binlog.writer import put_event
 
@@ -201,3 +202,98 @@ def frame_dml(out: bytearray, pos: int, timestamp: int, server_id: int, head: li
     items += tail
     frame(out, pos, timestamp, server_id, items)
     return len(items)
+
+
+# -- the shaper's pass-through blocks (schema_shaper.Shaper._dml) --------------------------------------
+def pass_blocks(blocks: list, plans: dict, pass_kind: int, block_cls) -> list | None:
+    """The blocks of a transaction whose every table passes through, each as ``block_cls((db, table,
+    table_map, hint, events, id_bytes, crc))`` (``frame_dml``'s tuple block) from the plan cached
+    under its TABLE_MAP body (header and CRC cut; ``plans``: body → plan with ``kind``, ``db``,
+    ``table``, ``table_map``, ``id_bytes``, ``src_id``), or None when one block has no cached plan
+    of kind ``pass_kind`` or a rows event that ``rows_pass`` refuses: the caller's general path
+    then does the whole transaction."""
+    out = []
+    for blk in blocks:
+        events = blk.events
+        if not events:
+            return None
+        tm = events[0]
+        raw = tm.raw
+        crc = 4 if tm.ctx.checksum else 0
+        plan = plans.get(raw[HEADER_LEN:len(raw) - crc])
+        if plan is None or plan.kind != pass_kind or not rows_pass(events, plan.src_id):
+            return None
+        out.append(block_cls((plan.db, plan.table, plan.table_map, blk.hint, events, plan.id_bytes, crc)))
+    return out
+
+
+# -- a DML transaction of the global binlog from its vtso (dumper.global_binlog) ----------------------
+XID = 16
+CTS_PREFIX = b"CTS::"
+_pack_u64 = struct.Struct("<Q").pack
+
+
+def xid_of(vtso: str) -> int:
+    """The XID event's value: a 63-bit hash of the vtso (CRC32 and Adler-32 of its digits), never a
+    counter, so a restart and a Spark range task write the same bytes; replicas only use it to
+    commit."""
+    b = vtso.encode("ascii")
+    return (crc32(b) << 31) ^ adler32(b)
+
+
+def cts_marker(vtso: str) -> bytes:
+    """The ROWS_QUERY payload of the commit marker written after a transaction: ``\\x01CTS::<vtso>``."""
+    return b"\x01" + CTS_PREFIX + vtso.encode("ascii")
+
+
+def cts_line(vtso: str, archive: bool) -> bytes:
+    """The line a DML transaction's first hint ends with: ``\\n# CTS::<vtso>[::ARCHIVE]``."""
+    return ("\n# CTS::" + vtso + ("::ARCHIVE" if archive else "")).encode("ascii")
+
+
+def frame_dml_txn(out: bytearray, pos: int, timestamp: int, server_id: int, head: list, blocks: list, vtso: str,
+                  archive: bool) -> int:
+    """``frame_dml`` of the DML transaction ``vtso``: its ``cts_line``, then after the blocks the XID
+    (``xid_of``) and the commit marker (``cts_marker``). Returns the number of events appended."""
+    return frame_dml(out, pos, timestamp, server_id, head, blocks, cts_line(vtso, archive),
+                     [(XID, _pack_u64(xid_of(vtso))), (ROWS_QUERY, cts_marker(vtso), IGNORABLE)])
+
+
+# -- a pass-through global transaction shaped and framed in one call (dumper.global_binlog) -------------
+def frame_pass_txn(out: bytearray, pos: int, timestamp: int, server_id: int, head: list, blocks: list,
+                   branches: list, vtso: str, plans: dict, pass_kind: int) -> int:
+    """What ``schema_shaper.Shaper.shape_txn`` and ``frame_dml_txn`` do for a DML transaction
+    (``blocks``, ``branches`` and ``vtso`` of a ``merger.GlobalTxn``) whose every block passes
+    through with a cached plan (``pass_blocks``), in one call: the server id is the first branch's
+    that has one (else ``server_id``), the transaction is an archive one when a branch is. Returns
+    the number of events appended, or -1 with nothing appended when ``pass_blocks`` gives None or no
+    block (the caller shapes the transaction the general way)."""
+    passed = pass_blocks(blocks, plans, pass_kind, tuple)
+    if not passed:
+        return -1
+    sid = None
+    archive = False
+    for b in branches:
+        if sid is None:
+            sid = b.server_id
+        if b.archive:
+            archive = True
+    return frame_dml_txn(out, pos, timestamp, server_id if sid is None else sid, head, passed, vtso, archive)
+
+
+# -- the trace merge's sort (merger.trace_merge.merge_by_trace) ------------------------------------------
+def _trace_id(block):
+    return block.trace_id
+
+
+def by_trace(branches: list) -> tuple[list, bool]:
+    """The ``blocks`` of every branch in one new list, stably sorted by ``trace_id`` (each branch's
+    list is non-decreasing: the stable k-way merge, earlier branches first on ties), and whether two
+    neighbours in it share a trace id."""
+    if len(branches) == 1:
+        merged = list(branches[0].blocks)
+    else:
+        merged = [blk for b in branches for blk in b.blocks]
+        merged.sort(key=_trace_id)
+    keys = list(map(_trace_id, merged))
+    return merged, any(map(eq, keys, keys[1:]))

@@ -18,28 +18,31 @@ from __future__ import annotations
 import errno
 import os
 import struct
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 from binlog import kernel
 from binlog.constants import HEADER_LEN, POST_HEADER_LEN_57, POST_HEADER_LEN_80, EventFlag, EventType
-from binlog.header import crc32
 from binlog.index_lock import index_lock
+
+# the XID value and the CTS marker: rules of the global binlog defined next to their compiled twin
+# (``binlog.kernel.frame_dml_txn`` writes a DML transaction's XID and markers in C)
+from binlog.kernel_py import CTS_PREFIX, cts_marker, xid_of  # noqa: F401 (CTS_PREFIX: for recovery, verify)
 from binlog.writer import file_name as _file_name
 from binlog.writer import file_seq, rotation_due
 from binlog.writer import file_start as _file_start
 from binlog.writer import rotate_event as rotate_event
 from dumper.gtid import cluster_identity, file_gtids, gtid_payload, gtid_uuid, previous_gtids_event, sid_of
 from extractor.vtso import vtso_timestamp
+from merger.model import GlobalTxn
 from schema_shaper.model import LogicalKind, LogicalTxn
+from schema_shaper.rows import PASS
 
 DEFAULT_SERVER_VERSION = "5.7.44-gbinlog"
 DEFAULT_MAX_FILE_SIZE = 500 * 1024 * 1024
 BASE = "binlog"
 HEARTBEAT_INTERVAL = 30  # seconds: a heartbeat txn is written when its TSO second divides this
 HEARTBEAT_TEXT = b"# TSO HEARTBEAT TXN"
-CTS_PREFIX = b"CTS::"
 
 _pack_xid = struct.Struct("<Q").pack
 _QUERY, _XID, _ROWS_QUERY, _TABLE_MAP = int(EventType.QUERY), int(EventType.XID), 29, int(EventType.TABLE_MAP)
@@ -53,6 +56,7 @@ BEGIN_PAYLOAD = struct.pack("<IIBHH", 0, 0, 0, 0, 0) + b"\0BEGIN"
 assert HEADER_LEN + len(BEGIN_PAYLOAD) + 4 == 42
 _HEARTBEAT_QUERY = b"\x01" + HEARTBEAT_TEXT
 _BEGIN_ITEM = (_QUERY, BEGIN_PAYLOAD, _SUPPRESS_USE)
+_BEGIN_HEAD = [_BEGIN_ITEM]
 
 
 # Crash injection for the crash-safety tests: GBINLOG_CRASH_AT="<point>:<n>[,<point>:<n>…]" makes
@@ -90,19 +94,6 @@ def file_name(seq: int, base: str = BASE) -> str:
     return _file_name(seq, base)
 
 
-def xid_of(vtso: str) -> int:
-    """The XID event's value: a 63-bit hash of the vtso (CRC32 and Adler-32 of its digits), never a
-    counter, so a restart and a Spark range task write the same bytes; replicas only use it to
-    commit."""
-    b = vtso.encode("ascii")
-    return (crc32(b) << 31) ^ zlib.adler32(b)
-
-
-def cts_marker(vtso: str) -> bytes:
-    """The ROWS_QUERY payload of the commit marker written after a transaction: ``\\x01CTS::<vtso>``."""
-    return b"\x01" + CTS_PREFIX + vtso.encode("ascii")
-
-
 def heartbeat_written(txn: LogicalTxn, interval: int = HEARTBEAT_INTERVAL) -> bool:
     """A heartbeat becomes a txn in the file only when its TSO second divides ``interval``
     (``binlog_write_heartbeat_interval``, reference §4.4); otherwise it writes nothing."""
@@ -124,8 +115,9 @@ def _encode(out: bytearray, txn: LogicalTxn, ts: int, pos: int, server_id: int, 
             gtid: bytes | None = None) -> int:
     """``encode_txn`` (``ts``: the txn's timestamp) appended to ``out``; returns the number of
     events (0: nothing written).
-    A DML transaction goes in one ``binlog.kernel.frame_dml`` call (compiled: headers, payload
-    copies, the pass-through rows events' table ids and CRC32s in one C loop), the others as a
+    A DML transaction goes in one ``binlog.kernel.frame_dml_txn`` call (compiled: the CTS line,
+    XID and marker from the vtso, headers, payload copies, the pass-through rows events' table ids
+    and CRC32s in one C loop), the others as a
     list of ``(type, payload[, flags])`` in one ``binlog.kernel.frame`` call. ``gtid``: the body
     of a GTID event to write first (``dumper.gtid.gtid_payload``). On an error nothing is left in
     ``out``."""
@@ -136,11 +128,9 @@ def _encode(out: bytearray, txn: LogicalTxn, ts: int, pos: int, server_id: int, 
         sid = server_id
     if kind is _DML:
         head = [_BEGIN_ITEM] if gtid is None else [(_GTID, gtid), _BEGIN_ITEM]
-        cts_line = ("\n# CTS::" + vtso + ("::ARCHIVE" if txn.archive else "")).encode("ascii")
-        tail = [(_XID, _pack_xid(xid_of(vtso))), (_ROWS_QUERY, cts_marker(vtso), _IGNORABLE)]
         at = len(out)
         try:
-            return kernel.frame_dml(out, pos, ts, sid, head, txn.blocks, cts_line, tail)
+            return kernel.frame_dml_txn(out, pos, ts, sid, head, txn.blocks, vtso, txn.archive)
         except BaseException:
             del out[at:]
             raise
@@ -296,6 +286,9 @@ class GlobalBinlog:
         self.heartbeat_interval = heartbeat_interval
         self.buffer_size = buffer_size
         self._buf = bytearray()
+        # a function called before appended transactions are written out (the pipeline: the meta
+        # store synced first, so a restart from what the files hold finds the history they depend on)
+        self.before_write = None
         self._fd: int | None = None
         self.recovery = recover(self.directory, base=base, server_id=server_id, server_version=server_version,
                                 max_file_size=max_file_size, hint=hint, gtids=gtids)
@@ -357,10 +350,47 @@ class GlobalBinlog:
         buf = self._buf
         at = len(buf)
         n_events = _encode(buf, txn, ts, self.position, self.server_id, self.heartbeat_interval, gtid)
+        return self._appended(vtso, ts, len(buf) - at, n_events)
+
+    def append_passed(self, g: GlobalTxn, plans: dict) -> int | None:
+        """``append(shaper.shape_txn(g))`` for a DML transaction whose every block passes through
+        (``plans``: the shaper's plan cache, ``Shaper.plans``), shaped and framed in one kernel call
+        (``binlog.kernel.frame_pass_txn``) without a ``LogicalTxn``: the hot path. None, with
+        nothing done, when it does not pass through as a whole, or the first file is not started
+        yet or the GTID identity not known yet: then ``append(shape_txn(g))``."""
+        vtso = g.vtso
+        last = self.last_vtso
+        if self._fd is None or (last is not None and vtso <= last):
+            return None
+        gtids = self.gtids
+        if gtids:
+            if self.gtid_sid is None:
+                return None
+            head = [(_GTID, gtid_payload(self.gtid_sid, self.gno + 1, self.file_txns + 1, ddl=False)), _BEGIN_ITEM]
+        else:
+            head = _BEGIN_HEAD
+        ts = vtso_timestamp(vtso)
+        buf = self._buf
+        at = len(buf)
+        try:
+            n_events = kernel.frame_pass_txn(buf, self.position, ts, self.server_id, head, g.blocks, g.branches,
+                                             vtso, plans, PASS)
+        except BaseException:
+            del buf[at:]
+            raise
+        if n_events < 0:
+            return None
+        if gtids:
+            self.gno += 1
+            self.file_txns += 1
+        return self._appended(vtso, ts, len(buf) - at, n_events)
+
+    def _appended(self, vtso: str, ts: int, size: int, n_events: int) -> int:
+        """The bookkeeping after a written transaction of ``size`` bytes at the end of the buffer."""
         self.last_vtso = vtso
-        size = len(buf) - at
+        buf = self._buf
         if _CRASH_AT and crash_point("torn"):
-            _write_all(self._fd, bytes(buf[:at + size // 2]))
+            _write_all(self._fd, bytes(buf[:len(buf) - size + size // 2]))
             crash_now()
         position = self.position = self.position + size
         self.last_marker = (self.files[-1], position)
@@ -379,6 +409,8 @@ class GlobalBinlog:
         buf = self._buf
         if not buf:
             return
+        if self.before_write is not None:
+            self.before_write()
         # a fresh buffer first: a failed write's traceback may still hold a view of the old one
         self._buf = bytearray()
         try:

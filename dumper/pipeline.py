@@ -62,11 +62,12 @@ from dumper.global_binlog import (
 from dumper.recovery import count_span, list_files
 from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
 from extractor import RestartPoint, storage_sequences
-from extractor.model import DnTxn
+from extractor.model import DnTxn, TxnKind
 from extractor.vtso import vtso_actual_tso
 from merger import GlobalTxn, Membership, merge
 
 log = logging.getLogger(__name__)
+_DML = TxnKind.DML
 
 
 class BuildError(DumperError):
@@ -160,12 +161,6 @@ class BuildResult:
     checkpoints: int = 0
 
 
-def _watch_end(dn: str, txns: Iterable[DnTxn], ended: set[str]) -> Iterator[DnTxn]:
-    """Pass a DN stream through and note when it ends (the heartbeat rule exempts ended DNs)."""
-    yield from txns
-    ended.add(dn)
-
-
 class Pipeline:
     """One run of the pipeline over ``dns`` into ``out_dir`` (see the module doc). ``run()`` returns
     when every DN stream ended or ``should_stop()`` said so; the output is checkpointed then.
@@ -190,7 +185,6 @@ class Pipeline:
         self.t0 = time.perf_counter()
         self.membership = Membership()
         self.merged: list[str] = []
-        self.ended: set[str] = set()
         self.result = BuildResult(self.out)
         self.binlog: GlobalBinlog | None = None
         self.store = None
@@ -256,8 +250,7 @@ class Pipeline:
     # -- 3. extract per DN ---------------------------------------------------------------------------
     def _open(self, d: DnInput) -> Iterable[DnTxn]:
         self.merged.append(d.dn_id)
-        return _watch_end(d.dn_id, d.stream(self.restart.get(d.dn_id), self.seqs[d.dn_id], self.should_stop),
-                          self.ended)
+        return d.stream(self.restart.get(d.dn_id), self.seqs[d.dn_id], self.should_stop)
 
     def extract(self) -> dict[str, Iterable[DnTxn]]:
         """One stream per member DN, in DN order: not a standby DN that has not joined (it is
@@ -304,8 +297,12 @@ class Pipeline:
             shaper = Shaper.as_of(self.store, self.skip, on_error=on_error)
         else:
             shaper = Shaper(store=self.store, on_error=on_error)
+        self.binlog.before_write = shaper.defer_store_sync()   # the meta store is synced before each write
         self.schema = shaper
-        return with_filter(shaper.shape_txn, TableFilter.from_settings(self.settings.filter))
+        table_filter = TableFilter.from_settings(self.settings.filter)
+        # without a [filter], a DML transaction that passes through is shaped and written in one call
+        self.passing = shaper.plans if table_filter is None else None
+        return with_filter(shaper.shape_txn, table_filter)
 
     def prejoin(self, g: GlobalTxn) -> None:
         """A DN joined at instruction ``g``: its physical DDLs from before the join (the merge set
@@ -334,7 +331,7 @@ class Pipeline:
 
     def note_broadcast(self, g: GlobalTxn) -> None:
         if g.kind in BROADCAST_KINDS:
-            check_broadcast_members(g, self.members, self.ended | set(self.membership.left))
+            check_broadcast_members(g, self.members, self.membership.ended | set(self.membership.left))
             if self.cluster_id is None:
                 self.cluster_id = vtso_actual_tso(g.vtso)
 
@@ -387,7 +384,8 @@ class Pipeline:
 
     def _loop(self, merged: Iterator[GlobalTxn], shape_txn) -> None:
         settings, binlog, result, restart, skip = self.settings, self.binlog, self.result, self.restart, self.skip
-        append, perf_counter = binlog.append, time.perf_counter
+        append, append_passed, perf_counter = binlog.append, binlog.append_passed, time.perf_counter
+        passing = self.passing
         now = perf_counter()
         flush_each = settings.flush_seconds <= 0
         next_check = now + settings.checkpoint_seconds
@@ -414,7 +412,9 @@ class Pipeline:
                 self.note_broadcast(g)
             if prejoin:
                 self.prejoin(g)
-            append(shape_txn(g))
+            # the hot path: a DML transaction that passes through, shaped and written in one call
+            if g.kind is not _DML or passing is None or append_passed(g, passing) is None:
+                append(shape_txn(g))
             self.last_consumed = vtso
             result.txns += 1
             if flush_each:

@@ -18,11 +18,13 @@ from extractor.model import DnTxn, TxnKind
 class Membership:
     """DNs that joined (scale-out) and left (scale-in) during the merge: DN id → the vtso of the
     instruction. ``prejoin`` collects a joining DN's transactions from before it joined (its
-    physical DDLs matter to the shaper; nothing of them is written)."""
+    physical DDLs matter to the shaper; nothing of them is written). ``ended``: the DNs whose
+    stream ended (a finite input read to its end), noted when the merge finds the end."""
 
     joined: dict[str, str] = field(default_factory=dict)
     left: dict[str, str] = field(default_factory=dict)
     prejoin: list[DnTxn] = field(default_factory=list)
+    ended: set[str] = field(default_factory=set)
 
 
 def storage_change(txn: DnTxn) -> list[str] | None:

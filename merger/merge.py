@@ -47,7 +47,8 @@ def merge(streams: Iterable[Iterable[DnTxn]] | Mapping[str, Iterable[DnTxn]], *,
     Membership: at a ``StorageInstChange`` instruction, a listed DN that is not merged yet joins
     (``join`` gives its stream; its transactions below the instruction go to
     ``membership.prejoin``) and a merged DN that is not listed leaves after its branch of the
-    instruction (its stream is not read any more). ``should_stop()`` (checked after each output
+    instruction (its stream is not read any more); a DN whose stream ends is added to
+    ``membership.ended``. ``should_stop()`` (checked after each output
     transaction) ends the merge there; a live stream yields ``IDLE`` when a stop is pending and it
     has nothing newer, and the merge ends at once if the output is at a whole transaction.
 
@@ -61,7 +62,7 @@ class _Merge:
     def __init__(self, streams, ranks: Mapping[str, int] | None, join: Join | None,
                  should_stop: Callable[[], bool] | None, membership: Membership) -> None:
         self.join = join
-        self.should_stop = should_stop or (lambda: False)
+        self.should_stop = should_stop
         self.m = membership
         self.heap: list[tuple[str, int, DnTxn]] = []
         self.its: dict[int, Iterator] = {}
@@ -97,8 +98,15 @@ class _Merge:
             self.dn_of[rank] = txn.dn
             heapq.heappush(self.heap, (txn.vtso, rank, txn))
             return True
-        del self.its[rank]
+        self._ended(rank)
         return True
+
+    def _ended(self, rank: int) -> None:
+        """DN ``rank``'s stream ended: not read any more, noted in ``membership.ended``."""
+        del self.its[rank]
+        dn = self.dn_of.get(rank)
+        if dn is not None:
+            self.m.ended.add(dn)
 
     def _wait(self, rank: int, floor: str | None = None) -> None:
         """``_refill`` that waits through ``IDLE`` (the group is not provably whole yet)."""
@@ -146,7 +154,7 @@ class _Merge:
             # (a txn popped while a group is held has the group's vtso, a TSO one)
             if txn.xid is None or (not held and not vtso_is_tso(vtso)):
                 yield _one(txn)
-                if should_stop() or not self._refill(rank):
+                if (should_stop is not None and should_stop()) or not self._refill(rank):
                     return
                 continue
             # Pops go in (vtso, rank) order (a DN's next transaction is never below the one taken),
@@ -163,7 +171,7 @@ class _Merge:
                 nxt = next(it, _END)
                 got = nxt is not IDLE
                 if nxt is _END:
-                    del its[rank]
+                    self._ended(rank)
                 elif got:
                     dn_of[rank] = nxt.dn
                     heappush(heap, (nxt.vtso, rank, nxt))
@@ -178,7 +186,7 @@ class _Merge:
             if not heap or heap[0][0] != vtso:
                 yield _join(held)
                 held = []
-                if should_stop():
+                if should_stop is not None and should_stop():
                     return
 
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from operator import attrgetter
 
+from binlog import kernel
 from extractor.model import Block, DnTxn
-
-_TRACE = attrgetter("trace_id")
 
 
 def merge_by_trace(branches: Sequence[DnTxn]) -> list[Block]:
@@ -20,16 +18,10 @@ def merge_by_trace(branches: Sequence[DnTxn]) -> list[Block]:
     trace id, the later one's hint is dropped so the hint is written once (also within a single
     branch). Branch blocks are never modified; a compressed block is a copy.
     """
-    if len(branches) == 1:
-        merged = list(branches[0].blocks)
-    else:
-        merged = [blk for b in branches for blk in b.blocks] if len(branches) > 2 else \
-            branches[0].blocks + branches[1].blocks
-        # A stable sort of the concatenation is the stable k-way merge of the (non-decreasing)
-        # branch lists, and Timsort merges such runs in C.
-        merged.sort(key=_TRACE)
-    n = len(merged)
-    if n > 1 and len(set(map(_TRACE, merged))) < n:
+    # A stable sort of the concatenation is the stable k-way merge of the (non-decreasing) branch
+    # lists: one kernel call (``binlog.kernel.by_trace``) also says whether neighbours share an id.
+    merged, repeated = kernel.by_trace(branches)
+    if repeated:
         _drop_repeated_hints(merged)
     return merged
 

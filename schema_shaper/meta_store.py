@@ -90,6 +90,17 @@ def _ddl(auto: str, text: str, key_text: str) -> list[str]:
     ]
 
 
+def _fsync_file(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)    # the file's data, whoever wrote it
+    finally:
+        os.close(fd)
+
+
 class MetaStore:
     """Logical and physical schema history in SQLite or MySQL/MariaDB (see the module doc)."""
 
@@ -189,6 +200,20 @@ class MetaStore:
             sql = (f"{self._ignore} INTO binlog_phy_ddl_history ({', '.join(_PHY_COLUMNS)}) "
                    f"VALUES ({', '.join([p] * len(values))})")
         self._execute(sql, values)
+
+    def sync(self) -> None:
+        """Make every entry stored so far durable (those added with ``sync=False`` too). SQLite: a WAL
+        checkpoint, which with synchronous=NORMAL syncs the WAL, copies it into the database and syncs
+        that (https://www.sqlite.org/wal.html); when a reader elsewhere (the endpoint's catalog) keeps
+        it from copying everything, the WAL file is synced here. MySQL/MariaDB: each insert was
+        committed already."""
+        if self.mysql or self.where == ":memory:":
+            return
+        busy, frames, copied = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if frames < 0:                      # not in WAL mode (a file system without it)
+            _fsync_file(self.where)
+        elif busy or copied < frames:
+            _fsync_file(self.where + "-wal")
 
     def history(self, upto: str | None = None) -> list[Entry]:
         """Every entry with vtso ≤ ``upto`` (all when None), in apply order: by vtso, entries of one

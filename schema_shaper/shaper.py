@@ -92,6 +92,8 @@ class Shaper(SchemaState):
         self.on_error = on_error
         self._plans: dict[bytes, TablePlan] = {}
         self._stored_upto = (store.last_vtso() or "") if store is not None else ""
+        self._deferred = False      # the store is synced by whoever calls ``sync_store`` (defer_store_sync)
+        self._unsynced = False
         self.counts = {"pass": 0, "reshape": 0}
 
     # -- construction from history ----------------------------------------------------------------------
@@ -148,7 +150,7 @@ class Shaper(SchemaState):
             entry = dataclasses.replace(phys_entry(txn), vtso=at_vtso)
             self._guard(lambda entry=entry: self.apply_entry(entry), None)
             if self.store is not None:
-                self.store.add(entry)
+                self._store(entry, True)
         self._plans.clear()
         self._stored_upto = max(self._stored_upto, at_vtso)
 
@@ -162,11 +164,40 @@ class Shaper(SchemaState):
             return default
 
     # -- DML -------------------------------------------------------------------------------------------------
+    @property
+    def plans(self) -> dict[bytes, TablePlan]:
+        """The plan cache: TABLE_MAP body (header and CRC cut) → plan, made on a table map's first
+        occurrence, cleared in place when the schema changes. A pass-through transaction is shaped
+        from it alone (``_dml``; ``dumper.GlobalBinlog.append_passed`` shapes and writes one in one
+        kernel call)."""
+        return self._plans
+
     def _dml(self, g: GlobalTxn) -> LogicalTxn:
-        """The hot path: per block one dict lookup of the TABLE_MAP payload and, for a table that
-        passes through, one check of its rows events (``kernel.rows_pass``): they go on as read, the
-        dumper writes them with the output table id (``PassBlock``)."""
-        out = []
+        """The hot path: when every block's table passes through with a cached plan, one kernel call
+        (``kernel.pass_blocks``: per block one dict lookup of the TABLE_MAP payload and one check of
+        its rows events) gives the ``PassBlock``s — the rows events go on as read, the dumper writes
+        them with the output table id; otherwise ``_dml_blocks`` block by block."""
+        out = kernel.pass_blocks(g.blocks, self._plans, PASS, PassBlock)
+        if out is None:
+            out = self._dml_blocks(g)
+        else:
+            self.counts["pass"] += len(out)
+        # GlobalTxn.server_id / .archive inlined (the first hint's server id; any archive branch).
+        server_id = None
+        archive = False
+        for b in g.branches:
+            if server_id is None:
+                server_id = b.server_id
+            if b.archive:
+                archive = True
+        if not out:
+            return LogicalTxn(g.vtso, _NONE, [], None, None, None, None, archive, g)
+        return LogicalTxn(g.vtso, _DML, out, None, None, None, server_id, archive, g)
+
+    def _dml_blocks(self, g: GlobalTxn) -> list[LogicalBlock | PassBlock]:
+        """The logical blocks of a DML transaction, block by block: a plan made on a TABLE_MAP's first
+        occurrence (and cached), pass-through rows checked, rows rebuilt where they must be."""
+        out: list[LogicalBlock | PassBlock] = []
         plans = self._plans
         tso = None
         passed = 0
@@ -206,17 +237,7 @@ class Shaper(SchemaState):
                     out.append(LogicalBlock(plan.db, plan.table, plan.table_map, rows, blk.hint))
         if passed:
             self.counts["pass"] += passed
-        # GlobalTxn.server_id / .archive inlined (the first hint's server id; any archive branch).
-        server_id = None
-        archive = False
-        for b in g.branches:
-            if server_id is None:
-                server_id = b.server_id
-            if b.archive:
-                archive = True
-        if not out:
-            return LogicalTxn(g.vtso, _NONE, [], None, None, None, None, archive, g)
-        return LogicalTxn(g.vtso, _DML, out, None, None, None, server_id, archive, g)
+        return out
 
     def _pass_rows(self, plan: TablePlan, blk: Block, g: GlobalTxn, crc: int) -> list[tuple[int, bytes]] | None:
         """The rows of a pass-through table when some rows event cannot pass as read (a v1 event,
@@ -369,7 +390,27 @@ class Shaper(SchemaState):
         # Entries are stored in vtso order as they are applied: one at or below the store's last
         # vtso is there already (a restart replaying it), and writing it again would only cost a sync.
         if store and self.store is not None and entry.vtso > self._stored_upto:
-            self.store.add(entry, sync=changed)
+            self._store(entry, changed)
+
+    def _store(self, entry: Entry, needed: bool) -> None:
+        """Store an entry; ``needed``: a restart without it would be in another state, so it must be
+        durable before anything after it is — at once, unless the caller syncs (``defer_store_sync``)."""
+        self.store.add(entry, sync=needed and not self._deferred)  # type: ignore[union-attr]
+        self._unsynced = self._unsynced or (needed and self._deferred)
+
+    def defer_store_sync(self) -> Any:
+        """The caller makes the stored entries durable itself, by calling the returned function
+        before it writes out anything shaped after them (the pipeline: before each write of the
+        global binlog), so a burst of physical DDLs — two per DN for every table a cluster creates,
+        each a disk wait — costs one."""
+        self._deferred = True
+        return self.sync_store
+
+    def sync_store(self) -> None:
+        """Make the entries stored so far durable (nothing to do when none waits)."""
+        if self._unsynced and self.store is not None:
+            self.store.sync()
+        self._unsynced = False
 
 
 

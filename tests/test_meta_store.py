@@ -188,3 +188,111 @@ def test_entries_that_change_nothing_skip_the_disk_wait_and_survive_a_kill(tmp_p
     with MetaStore.open(path) as store:
         assert [(e.vtso[-1], e.db) for e in store.history()] == [
             ("1", "bank_p00001"), ("2", ""), ("3", "__cdc___000001")]
+
+
+def test_sync_puts_entries_added_without_a_disk_wait_in_the_database_file(tmp_path):
+    """``MetaStore.sync`` makes what was committed without a disk wait durable: after it the database
+    file alone (without its WAL) holds every entry."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "meta.db"
+    entries = [PhysEntry(f"{n:054d}", "dn1", "mysql-bin.000001", 100 * n, "bank_p00001",
+                         f"CREATE TABLE `t_{n}` (`id` bigint)") for n in range(1, 6)]
+
+    def rows_in_the_file_alone() -> int:
+        alone = tmp_path / f"alone-{len(list(tmp_path.iterdir()))}.db"
+        shutil.copyfile(path, alone)                      # no -wal next to it
+        con = sqlite3.connect(alone)
+        try:
+            return con.execute("SELECT COUNT(*) FROM binlog_phy_ddl_history").fetchone()[0]
+        finally:
+            con.close()
+    with MetaStore.open(path) as store:
+        store.sync()                                      # the tables themselves in the file
+        assert rows_in_the_file_alone() == 0
+        for e in entries:
+            store.add(e, sync=False)
+        assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+        assert rows_in_the_file_alone() == 0              # in the WAL only
+        store.sync()
+        assert rows_in_the_file_alone() == 5
+        assert store.history() == entries
+
+
+def test_the_pipeline_syncs_the_meta_store_before_it_writes_what_follows_a_ddl(tmp_path, monkeypatch):
+    """A build defers the meta store's disk waits (a physical DDL is committed without one) and syncs
+    it before each write of the global binlog: every write comes after a sync that follows the last
+    entry a restart would need. The bytes and the stored history are those of an undeferred build."""
+    import dumper.global_binlog as gb
+    from gbinlog.local_engine import build
+    from schema_shaper.meta_store import MetaStore as Store
+    from schema_shaper.shaper import Shaper as RealShaper
+
+    fixture = FIXTURES / NAME
+    dirs = sorted((d for d in fixture.iterdir() if d.is_dir()), key=lambda d: int(d.name[2:]))
+    plain = tmp_path / "plain"
+    monkeypatch.setattr(RealShaper, "defer_store_sync", lambda self: (lambda: None))
+    build(dirs, plain)
+    monkeypatch.undo()
+
+    log: list[tuple] = []
+    real_store, real_sync, real_write = RealShaper._store, Store.sync, gb._write_all
+
+    def store(self, entry, needed):
+        log.append(("needed" if needed else "store", entry.vtso))
+        return real_store(self, entry, needed)
+
+    def sync(self):
+        log.append(("sync",))
+        return real_sync(self)
+
+    def write(fd, data):
+        log.append(("write", len(data)))
+        return real_write(fd, data)
+    monkeypatch.setattr(RealShaper, "_store", store)
+    monkeypatch.setattr(Store, "sync", sync)
+    monkeypatch.setattr(gb, "_write_all", write)
+    deferred = tmp_path / "deferred"
+    build(dirs, deferred)
+    needed = [i for i, e in enumerate(log) if e[0] == "needed"]
+    assert len(needed) > 10 and any(e[0] == "sync" for e in log)
+    for i, e in enumerate(log):
+        if e[0] == "write":
+            last_needed = max((n for n in needed if n < i), default=None)
+            assert last_needed is None or any(log[k][0] == "sync" for k in range(last_needed + 1, i)), (i, log[max(0, i - 5):i + 1])
+    assert sum(e[0] == "sync" for e in log) < len(needed)      # fewer disk waits than entries
+    for f in ("binlog.000001", "binlog.index"):
+        assert (deferred / f).read_bytes() == (plain / f).read_bytes()
+    with Store.open(plain / "meta.db") as a, Store.open(deferred / "meta.db") as b:
+        assert a.history() == b.history()
+
+
+def test_sync_with_a_reader_holding_the_wal_syncs_the_wal_file(tmp_path, monkeypatch):
+    """A reader in another connection (the endpoint's catalog) keeps the checkpoint from copying the
+    newest entries: ``sync`` then syncs the WAL file itself."""
+    import os
+    import sqlite3
+
+    import schema_shaper.meta_store as meta_store
+
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+    monkeypatch.setattr(meta_store.os, "fsync", fsync)
+    path = tmp_path / "meta.db"
+    with MetaStore.open(path) as store:
+        store.sync()
+        assert synced == []                           # the checkpoint copied and synced everything
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM binlog_phy_ddl_history").fetchone()   # a snapshot held
+        store.add(PhysEntry(f"{1:054d}", "dn1", "mysql-bin.000001", 100, "bank_p00001", "CREATE TABLE `t` (`id` int)"),
+                  sync=False)
+        store.sync()
+        assert synced == [str(path) + "-wal"]
+        reader.execute("COMMIT")
+        reader.close()
