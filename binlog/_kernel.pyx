@@ -560,6 +560,7 @@ cdef class Maker:
     cdef _Slots event, block, txn
     cdef object unset, pos_cls, file, dn, dml, ctx
     cdef dict bquals
+    cdef object last_bqual, last_branch  # the last bqual found in bquals and its branch key
     cdef double now
     # the heartbeat kind: a heartbeat branch is grouped too; None: it is not
     cdef readonly object heartbeat
@@ -758,7 +759,13 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             one_phase_out[0] = p[HEADER_LEN] == 1
             end_out[0] = at + w.size
             nrec_out[0] = nrec
-            branch = m.bquals.get(xid[2])
+            # the group's branch key: most branches of a DN are of the group before them (no hash then)
+            if m.last_bqual is not None and m.last_bqual == xid[2]:
+                branch = m.last_branch
+            else:
+                branch = m.bquals.get(xid[2])
+                if branch:  # a key, once filed, never changes (the assembler's _start)
+                    m.last_bqual, m.last_branch = xid[2], branch
             if not branch:  # a group not seen yet, or ignored (""): the event-by-event rules decide
                 return (m.base + off, xid[0], None, last)
             # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query,
