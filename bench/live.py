@@ -1,7 +1,8 @@
 """Live latency (issue 7, Must show 2). Not a test: prints numbers.
 
     .venv/bin/python bench/live.py [--seconds 30] [--events-per-s 10000] [--dns 4] [--no-replica]
-    .venv/bin/python bench/live.py --ceiling 50000,100000,200000 [--seconds 20] [--warmup 3]
+    .venv/bin/python bench/live.py --ceiling 50000,100000,200000 [--seconds 20] [--warmup 3] [--profile DIR]
+    .venv/bin/python bench/live.py --catch-up 1000000 [--repeat 3]
 
 A live simulated bank cluster (``--dns`` DNs served over the replication protocol, heartbeats every
 200 ms) writes about ``--events-per-s`` DN events per second; ``gbinlog run`` (its own process)
@@ -122,12 +123,26 @@ def main() -> None:
     ap.add_argument("--ceiling", metavar="RATE[,RATE…]", help="measure the live ceiling instead "
                     "(bench/live_ceiling.py): replayed DNs at these total DN event rates, --seconds each")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gbinlog-bench"), help="input cache for --ceiling")
+    ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                    help="with --ceiling: py-spy samples gbinlog run at each rate into DIR (collapsed stacks)")
+    ap.add_argument("--catch-up", type=int, metavar="EVENTS", default=0,
+                    help="measure gbinlog run's CPU per DN event catching up on this many DN events instead")
+    ap.add_argument("--repeat", type=int, default=3, help="with --catch-up: runs")
     args = ap.parse_args()
+    if args.catch_up:
+        from bench.live_ceiling import catch_up
+        work = Path(tempfile.mkdtemp(prefix="gbinlog-bench-catch-up-"))
+        try:
+            catch_up(args.dir, work, args.dns, args.catch_up, args.repeat)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     if args.ceiling:
         from bench.live_ceiling import ceiling
         work = Path(tempfile.mkdtemp(prefix="gbinlog-bench-ceiling-"))
         try:
-            ceiling([float(r) for r in args.ceiling.split(",")], args.seconds, args.warmup, args.dir, work, args.dns)
+            ceiling([float(r) for r in args.ceiling.split(",")], args.seconds, args.warmup, args.dir, work, args.dns,
+                    args.profile)
         finally:
             if not args.keep:
                 shutil.rmtree(work, ignore_errors=True)

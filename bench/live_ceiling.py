@@ -216,8 +216,11 @@ def stop_all(procs: list[subprocess.Popen]) -> None:
                 p.wait()
 
 
-def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: float, warmup: float) -> dict:
-    """One run at ``rate`` events/s for ``seconds``: latency percentiles and the run's CPU."""
+def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: float, warmup: float,
+             profile: Path | None = None) -> dict:
+    """One run at ``rate`` events/s for ``seconds``: latency percentiles, the run's CPU and that of
+    the DN servers and of this process (the copier); ``profile``: py-spy samples ``gbinlog run``
+    over the fed seconds into ``profile/rate-N.txt`` (collapsed stacks)."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     copier = PacedCopier(dirs, work / "dns", rate)
@@ -228,7 +231,15 @@ def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: f
         time.sleep(1.0)
         if run.poll() is not None:
             raise SystemExit(f"gbinlog run exited: {(work / 'run.log').read_text()[-2000:]}")
-        cpu0 = cpu_seconds(run.pid)
+        serves = [p.pid for p in procs if p is not run]
+        cpu0, serve0, self0 = cpu_seconds(run.pid), sum(map(cpu_seconds, serves)), time.process_time()
+        spy = None
+        if profile is not None:
+            profile.mkdir(parents=True, exist_ok=True)
+            spy_bin = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+            spy = subprocess.Popen([spy_bin, "record", "--nonblocking", "-r", "200", "-f", "raw", "-d", str(int(seconds)),
+                                    "-o", str(profile / f"rate-{int(rate)}.txt"), "-p", str(run.pid)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started = time.time()
         feeder = threading.Thread(target=copier.run, daemon=True)
         feeder.start()
@@ -236,9 +247,12 @@ def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: f
         copier.stop.set()
         feeder.join()
         fed_seconds = time.time() - started
+        serve_cpu, self_cpu = sum(map(cpu_seconds, serves)) - serve0, time.process_time() - self0
         time.sleep(2.0)                        # what was fed gets written
         cpu = cpu_seconds(run.pid) - cpu0
         watcher.stop.set()
+        if spy is not None:
+            spy.wait(30)
     finally:
         stop_all(procs)
     lat, missing = latencies(points, copier, watcher, started + warmup)
@@ -246,7 +260,8 @@ def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: f
     return {"rate": rate, "fed": copier.done_events, "fed_rate": copier.done_events / fed_seconds,
             "n": len(lat), "missing": missing, "p50": pct(0.5), "p99": pct(0.99), "max": lat[-1] if lat else float("nan"),
             "cpu": cpu, "events_per_cpu_s": copier.done_events / cpu if cpu else float("nan"),
-            "cpu_share": cpu / fed_seconds, "load": os.getloadavg()[0]}
+            "cpu_share": cpu / fed_seconds, "load": os.getloadavg()[0],
+            "others_share": (serve_cpu + self_cpu) / fed_seconds}
 
 
 def latencies(points: dict, copier: PacedCopier, watcher: CtsWatcher, after: float) -> tuple[list[float], int]:
@@ -282,11 +297,59 @@ def batch_rate(dirs: list[Path], work: Path) -> tuple[int, float]:
     return events, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def ceiling(rates: list[float], seconds: float, warmup: float, cache: Path, work: Path, dns: int) -> None:
-    need = int(max(rates) * seconds * 1.1)
-    cached = sorted((p for p in cache.glob(f"bank-{dns}dn-*") if (p / "events.txt").exists()
-                     and int((p / "events.txt").read_text()) >= need), key=lambda p: int(p.name.rsplit("-", 1)[1]))
-    root = cached[0] if cached else make_input(cache, need, dns)
+def cached_input(cache: Path, dns: int, events: int) -> Path:
+    """The smallest bank input of ``dns`` DNs in ``cache`` with at least ``events`` DN events (made
+    there if there is none)."""
+    cached = sorted((p for p in cache.glob(f"bank-{dns}dn-*") if p.name.rsplit("-", 1)[1].isdigit()
+                     and (p / "events.txt").exists() and int((p / "events.txt").read_text()) >= events),
+                    key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    return cached[0] if cached else make_input(cache, events, dns)
+
+
+def catch_up(cache: Path, work: Path, dns: int, events: int, repeat: int) -> None:
+    """``gbinlog run`` started on empty DNs, then every DN's whole input appears at once: the
+    service's CPU from then until it is idle again (no more CPU used), i.e. DN events per
+    CPU-second while catching up (feed queues full, the merge never waiting), ``repeat`` times."""
+    root = cached_input(cache, dns, events)
+    dirs = dn_dirs(root)
+    rates = []
+    for i in range(repeat):
+        run_dir = work / f"catch-up-{i}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        copier = PacedCopier(dirs, run_dir / "dns", float("inf"))
+        procs: list[subprocess.Popen] = []
+        try:
+            run = start_services(copier, run_dir, procs)
+            time.sleep(1.5)
+            if run.poll() is not None:
+                raise SystemExit(f"gbinlog run exited: {(run_dir / 'run.log').read_text()[-2000:]}")
+            cpu0, t0 = cpu_seconds(run.pid), time.time()
+            for dn in copier.files:
+                copier._advance(dn, copier.total, t0)
+            last = cpu0
+            while True:                      # idle: under 20 ms of CPU in a second
+                time.sleep(1.0)
+                now = cpu_seconds(run.pid)
+                if now - last < 0.02:
+                    break
+                last = now
+            cpu, wall = last - cpu0, time.time() - t0 - 1.0
+            out_bytes = sum(f.stat().st_size for f in (run_dir / "global").glob("binlog.0*"))
+        finally:
+            stop_all(procs)
+        rates.append(copier.total / cpu)
+        print(f"  catch-up {i + 1}: {copier.total:,} DN events in {cpu:.2f} CPU s ({wall:.1f} s wall, "
+              f"{out_bytes / 1e6:.0f} MB out) = {copier.total / cpu:,.0f} DN events per CPU-second "
+              f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
+    print(f"catch-up ({root.name}): min {min(rates):,.0f} / median {statistics.median(rates):,.0f} / max "
+          f"{max(rates):,.0f} DN events per CPU-second of gbinlog run")
+
+
+def ceiling(rates: list[float], seconds: float, warmup: float, cache: Path, work: Path, dns: int,
+            profile: Path | None = None) -> None:
+    root = cached_input(cache, dns, int(max(rates) * seconds * 1.1))
     dirs = dn_dirs(root)
     t0 = time.perf_counter()
     points = commit_points(dirs)
@@ -294,14 +357,15 @@ def ceiling(rates: list[float], seconds: float, warmup: float, cache: Path, work
           f"{time.perf_counter() - t0:.1f} s", flush=True)
     results = []
     for rate in rates:
-        r = one_rate(dirs, points, work / f"rate-{int(rate)}", rate, seconds, warmup)
+        r = one_rate(dirs, points, work / f"rate-{int(rate)}", rate, seconds, warmup, profile)
         results.append(r)
         verdict = "meets" if r["p99"] <= 1000 and r["missing"] == 0 else "MISSES"
         print(f"  asked {rate:>9,.0f} ev/s: fed {r['fed_rate']:>9,.0f} ev/s ({r['fed']:,} events); "
               f"commit → global binlog n={r['n']:,} p50 {r['p50']:.0f} ms p99 {r['p99']:.0f} ms "
               f"max {r['max']:.0f} ms, {r['missing']} not written; gbinlog run CPU {r['cpu']:.1f} s "
               f"= {r['events_per_cpu_s']:,.0f} DN events per CPU-second, {r['cpu_share']:.0%} of a core over "
-              f"the fed seconds (load average {r['load']:.1f}) ({verdict} p99 ≤ 1 s)", flush=True)
+              f"the fed seconds (DN servers + copier {r['others_share']:.0%}; load average {r['load']:.1f}) "
+              f"({verdict} p99 ≤ 1 s)", flush=True)
     ok = [r["fed_rate"] for r in results if r["p99"] <= 1000 and r["missing"] == 0]
     per_cpu = statistics.median(r["events_per_cpu_s"] for r in results)
     events, cpu = batch_rate(dirs, work)

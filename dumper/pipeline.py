@@ -80,8 +80,9 @@ class Settings:
 
     ``meta_store``: the shaper's meta store, a path relative to the output directory or a
     ``mysql://`` URL. ``flush_seconds``: how long appended transactions may stay in memory before
-    they are written to the file (0: after every transaction, for a live service whose replicas
-    follow the file).
+    they are written to the file (0: after every transaction). A live service whose replicas
+    follow the file also calls ``Pipeline.flush_ready`` whenever its merge is about to wait for a
+    DN, so a short bound only matters while DNs keep it busy (catching up).
     """
 
     server_id: int = 1
@@ -336,6 +337,14 @@ class Pipeline:
                 self.cluster_id = vtso_actual_tso(g.vtso)
 
     # -- 7. checkpoint -------------------------------------------------------------------------------
+    def flush_ready(self) -> None:
+        """Write out what was appended (not fsync'ed: checkpoints do that). Called by a live input
+        in the loop's thread when the merge is about to wait for a DN: every transaction appended
+        is in the file before the service waits, in one write for all that were ready, instead of
+        one write each (``flush_seconds=0``: ~10 % of ``gbinlog run``'s CPU at 400 k DN events/s)."""
+        if self.binlog is not None:
+            self.binlog.flush(fsync=False)
+
     def checkpoint(self) -> None:
         binlog, base, state = self.binlog, self.base, self.state
         binlog.flush(fsync=True)

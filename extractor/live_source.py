@@ -47,6 +47,7 @@ _STOP_TYPES = bytes(1 if t in _STREAM_TYPES else 0 for t in range(256))   # the 
 _ARTIFICIAL = EventFlag.ARTIFICIAL
 _unpack_header = HEADER_STRUCT.unpack_from
 _TYPE_SIZE_END = struct.Struct("<4xB4xII")   # type_code, event_size, log_pos of a header
+WAIT_TICK_S = 0.05
 # Server errors no reconnect can fix: access denied, unknown db/user, bad binlog position/file.
 FATAL_SERVER_ERRORS = frozenset({1044, 1045, 1049, 1227, 1236, 1251, 1698})
 
@@ -64,6 +65,10 @@ class LiveSourceError(Exception):
         super().__init__(f"{where}: {message}")
 
 
+class StopWaiting(Exception):
+    """Raised by a ``while_waiting`` hook to give up waiting for the DN (a shutdown is pending)."""
+
+
 class _Reconnect(Exception):
     """The connection broke (or the server ended the stream): reconnect and resume."""
 
@@ -73,7 +78,8 @@ class ReplicationSource(DnSource):
 
     ``start_file=None`` starts at the first file the server lists. ``should_stop()`` is checked
     between packets; ``stop()`` (any thread) also breaks a blocking read; ``before_wait()`` (if set)
-    is called when the next read would wait for the network (or a reconnect). ``heartbeat`` asks the
+    is called when the next read would wait for the network (or a reconnect); ``while_waiting()``
+    (if set) every ``WAIT_TICK_S`` while it waits (it may raise ``StopWaiting``). ``heartbeat`` asks the
     server for a heartbeat every so many seconds while idle, so a dead link is noticed within
     ``read_timeout``. Attributes for status: ``state``, ``file``, ``pos`` (end of the last event
     handed out), ``last_event_at`` (monotonic), ``events``, ``bytes``, ``reconnects``, ``gaps``, ``last_error``.
@@ -97,6 +103,7 @@ class ReplicationSource(DnSource):
         self.on_state = on_state
         self.on_idle: Callable[[], None] | None = None
         self.before_wait: Callable[[], None] | None = None   # called when the next read would wait
+        self.while_waiting: Callable[[], object] | None = None   # called every WAIT_TICK_S while waiting
         self.file: str = start_file or ""
         self.pos: int = start_pos if start_file else 4
         self.state = "new"
@@ -193,7 +200,7 @@ class ReplicationSource(DnSource):
             self.reconnects += 1
             self._set_state("backoff")
             log.warning("DN %s: %s: %s; retrying in %.1f s", self.dn_id, self._where(), self.last_error, delay)
-            if self._stopped.wait(delay):
+            if self._pause(delay):
                 return False
             delay = min(delay * 2, self.backoff_max)
         return False
@@ -213,6 +220,8 @@ class ReplicationSource(DnSource):
         """``how(stream)``, its failures sorted: a fatal ERR → ``LiveSourceError``; any other ERR, a
         protocol or network error (or the stream closed by ``stop()``) → ``_Reconnect``."""
         try:
+            if self.while_waiting is not None:
+                self._wait_readable()
             return how(self._stream)  # type: ignore[arg-type]
         except ServerError as exc:
             if exc.code in FATAL_SERVER_ERRORS:
@@ -223,6 +232,27 @@ class ReplicationSource(DnSource):
             raise _Reconnect(str(exc)) from None
         except (OSError, ValueError, AttributeError, struct.error) as exc:  # closed by stop()
             raise _Reconnect(str(exc) or type(exc).__name__) from None
+
+    def _wait_readable(self) -> None:
+        """Until a whole packet is received or the socket has bytes: ``while_waiting()`` every
+        ``WAIT_TICK_S``."""
+        stream = self._stream
+        if stream is None or stream.has_packet():
+            return
+        while not stream.readable(WAIT_TICK_S):
+            self.while_waiting()  # type: ignore[misc]
+
+    def _pause(self, seconds: float) -> bool:
+        """Sleep ``seconds`` (a backoff), ``while_waiting()`` every ``WAIT_TICK_S``; True when stopped."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._stopped.is_set()
+            if self._stopped.wait(min(left, WAIT_TICK_S)):
+                return True
+            if self.while_waiting is not None:
+                self.while_waiting()
 
     # -- events -----------------------------------------------------------------------------------
     def files(self) -> Iterator[FileEvents]:
@@ -270,7 +300,7 @@ class ReplicationSource(DnSource):
         self._set_state("backoff")
         log.warning("DN %s: %s: connection lost (%s); resuming at %s:%d", self.dn_id, self._where(), why,
                     self.file or "(first file)", self.pos)
-        self._stopped.wait(self.backoff_initial)
+        self._pause(self.backoff_initial)
 
     def _fake_rotate(self, raw: bytes) -> tuple[str, int] | None:
         """(file, position) of a ROTATE that starts a file in the stream, else None."""

@@ -14,6 +14,7 @@ Errors: ``ServerError`` (an ERR packet: code and message), ``OSError`` for the n
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 from collections.abc import Iterator
@@ -283,6 +284,12 @@ class ReplicationClient:
         """A whole packet is received and not yet read (reading it will not wait)."""
         have = len(self._buf) - self._off
         return have >= 4 and have >= 4 + (_unpack_word(self._buf, self._off)[0] & 0xFFFFFF)
+
+    def readable(self, timeout: float) -> bool:
+        """A whole packet is buffered or the socket has bytes to read (waits up to ``timeout``)."""
+        if self.has_packet():
+            return True
+        return bool(select.select([self.sock], [], [], timeout)[0])
 
     def take_run(self, pos: int, stop_types: bytes) -> tuple[bytes, int, int]:
         """The events at the head of the stream that follow one another in the file from ``pos``

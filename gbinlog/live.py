@@ -2,14 +2,17 @@
 
 Wiring only; every rule lives in the stages. One process:
 
-* a ``DnFeed`` thread per DN (``extractor.live_source.ReplicationSource`` or a followed binlog
-  directory → ``Assembler``), from the restart point ``state.json`` keeps for it;
+* a ``DnFeed`` per DN (``extractor.live_source.ReplicationSource`` → ``Assembler``, read in the
+  pipeline's thread when the merge asks for the DN's next transaction; a followed binlog directory
+  in a thread of its own), from the restart point ``state.json`` keeps for it;
 * the pipeline (``dumper.pipeline.Pipeline``) takes every DN as its own input, as ``gbinlog
   build`` does: its merge joins branches and owns membership (a standby DN's feed starts when a
   ``StorageInstChange`` instruction lists it; a DN it drops leaves), it drops what a restart
-  regenerates, shapes, appends to the global binlog, writes every transaction out at once
-  (``flush_seconds=0``) and checkpoints (fsync, then ``state.json``, the same format ``gbinlog
-  build`` writes: either resumes the other's output directory);
+  regenerates, shapes, appends to the global binlog, writes out what it appended whenever the
+  merge is about to wait for a DN (``Pipeline.flush_ready``: one write for all the transactions
+  that were ready; at most ``FLUSH_BOUND_S`` later while the DNs keep it busy) and checkpoints
+  (fsync, then ``state.json``, the same format ``gbinlog build`` writes: either resumes the
+  other's output directory);
 * the replication endpoint (``dumper.server``) serves the output directory as it grows;
 * a status thread refreshes Prometheus metrics and ``status.json`` (read by ``gbinlog status``).
 
@@ -48,6 +51,9 @@ log = logging.getLogger(__name__)
 STATUS_FILE = "status.json"
 LOCK_FILE = "gbinlog.lock"
 RATE_WINDOW_S = 2.0
+# Appended transactions are written out when the merge is about to wait for a DN; while the DNs
+# never let it wait (catching up) at least this often.
+FLUSH_BOUND_S = 0.005
 SHUTDOWN_GRACE_S = 5.0
 
 
@@ -237,7 +243,7 @@ class LiveRunner:
         meta = cfg.metadb or "meta.db"
         return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
                         max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
-                        flush_seconds=0.0, filter=cfg.filter.settings(), gtids=cfg.output.gtids)
+                        flush_seconds=FLUSH_BOUND_S, filter=cfg.filter.settings(), gtids=cfg.output.gtids)
 
     def _recover(self) -> None:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
@@ -387,7 +393,9 @@ class LiveRunner:
             # With heartbeats every interval_ms a DN is never silent for long: stall_ms of silence
             # means the DN (or its link, or a prepare held open) stops the whole merge.
             age = st["last_tso_age_ms"]
-            st["stalled"] = age is None or age > self.cfg.heartbeat.stall_ms
+            # (a DN read in the merge's thread is behind only while the merge waits for it: the
+            # others' newer transactions wait unread meanwhile)
+            st["stalled"] = (age is None or age > self.cfg.heartbeat.stall_ms) and st.pop("merge_waits", True)
             if st["stalled"] and dn.id not in self._stalled and time.time() - self.started_at > 5:
                 log.warning("DN %s: no transaction for %s ms (heartbeats expected every %d ms): the merge waits "
                             "for it", dn.id, age if age is not None else "∞", self.cfg.heartbeat.interval_ms)
@@ -474,7 +482,9 @@ class LiveDn:
 
     def stream(self, restart: RestartPoint | None, storage_seq: str,
                should_stop: Callable[[], bool] | None = None) -> Iterable[DnTxn]:
-        return self.runner._feed(self.dn, restart, storage_seq).stream(self.runner.stopping.is_set)
+        pipeline = self.runner.pipeline
+        return self.runner._feed(self.dn, restart, storage_seq).stream(
+            self.runner.stopping.is_set, pipeline.flush_ready, lambda: getattr(pipeline, "last_consumed", None))
 
 
 def run_service(cfg: Config, *, on_started: Callable[[LiveRunner], None] | None = None) -> LiveRunner:

@@ -1,10 +1,15 @@
 """The DN side of ``gbinlog run``: one feed per DN.
 
-``DnFeed`` runs one DN's source (replication protocol or a followed directory) and its
-``Assembler`` in a thread and hands the released ``DnTxn``s to the pipeline's merge through a
-bounded queue, so a DN that is slow on the network never holds the GIL-bound merge in a read. It
-keeps what ``gbinlog status`` shows: connection state, position, last TSO, oldest open prepare.
-Membership (a DN joining or leaving) is the merge's (``merger.merge``).
+``DnFeed`` runs one DN's source and its ``Assembler`` and hands the released ``DnTxn``s to the
+pipeline's merge. A DN over the replication protocol is read in the merge's own thread, when the
+merge asks for its next transaction: the merge can release nothing before every DN has something
+newer, so it would wait for that DN in any case, and bytes not read yet wait in the socket (the DN
+server's send buffer) instead of as Python objects in a queue. Feeds in threads cost ~30 % more
+CPU per DN event (five threads taking turns with the one GIL, objects made in one and freed in
+another; ``bench/live.py --catch-up``). A followed directory (its source sleeps between polls,
+with no hook before it waits) keeps a thread and a bounded queue. The feed keeps what ``gbinlog
+status`` shows: connection state, position, last TSO, oldest open prepare, whether the merge is
+waiting for it. Membership (a DN joining or leaving) is the merge's (``merger.merge``).
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from dumper.cluster import BROADCAST_KINDS
 from extractor.assembler import Assembler
-from extractor.live_source import ReplicationSource
+from extractor.live_source import ReplicationSource, StopWaiting
 from extractor.model import DnTxn
 from extractor.source import DirSource, DnSource
 from extractor.vtso import VtsoState, vtso_tso
@@ -25,48 +31,58 @@ from merger import IDLE
 
 log = logging.getLogger(__name__)
 _END = object()
-QUEUE_TXNS = 20_000
-HANDOFF_TXNS = 64   # transactions handed to the merge at once, at most (see DnFeed._run)
+QUEUE_TXNS = 1_000   # a followed directory's feed thread runs at most this far ahead of the merge
+IDLE_TICK_S = 0.05   # while a stop is pending: how often a waiting feed says IDLE
 
 
 class FeedStopped(Exception):
     """The feed was stopped (shutdown): the merge ends without emitting anything more."""
 
 
+def _stop_waiting() -> None:
+    raise StopWaiting
+
+
 def drain_feed(feed: object, idle_stop: Callable[[], bool] | None, *,
-               end_of_input_returns: bool) -> Iterator[DnTxn]:
-    """The items of a feed's ``queue`` until its ``_END``: blocks while the DN has nothing newer;
-    yields ``merger.IDLE`` while ``idle_stop()`` says a shutdown is pending (the merge ends there
-    when its output is at a whole transaction, else it keeps waiting); ``FeedStopped`` once
-    ``stopped`` (a recorded ``error`` wins). At ``_END`` of a finite input the iterator ends when
-    ``end_of_input_returns``; a feed whose input never ends (Spark's) counts it as stopped. An item
-    may be a list of transactions (``DnFeed`` hands them over in batches)."""
-    get = feed.queue.get  # type: ignore[attr-defined]
+               end_of_input_returns: bool, before_wait: Callable[[], None] | None = None) -> Iterator[DnTxn]:
+    """The items of a feed's ``queue`` until its ``_END``: blocks while the DN has nothing newer
+    (calling ``before_wait()`` first, in the merge's thread: the live pipeline writes out what it
+    appended then); yields ``merger.IDLE`` while ``idle_stop()`` says a shutdown is pending (the
+    merge ends there when its output is at a whole transaction, else it keeps waiting);
+    ``FeedStopped`` once ``stopped`` (a recorded ``error`` wins). At ``_END`` of a finite input the
+    iterator ends when ``end_of_input_returns``; a feed whose input never ends (Spark's) counts it
+    as stopped."""
+    q = feed.queue  # type: ignore[attr-defined]
+    get, get_now = q.get, q.get_nowait
     while True:
         try:
-            item = get(timeout=0.05)
+            item = get_now()
         except queue.Empty:
-            if feed.stopped.is_set():  # type: ignore[attr-defined]
-                if feed.error is not None:  # type: ignore[attr-defined]
-                    raise feed.error from None  # type: ignore[attr-defined]
-                raise FeedStopped(feed.dn_id) from None  # type: ignore[attr-defined]
-            if idle_stop is not None and idle_stop():
-                yield IDLE
-            continue
+            if before_wait is not None:
+                before_wait()
+            try:
+                item = get(timeout=0.05)
+            except queue.Empty:
+                if feed.stopped.is_set():  # type: ignore[attr-defined]
+                    if feed.error is not None:  # type: ignore[attr-defined]
+                        raise feed.error from None  # type: ignore[attr-defined]
+                    raise FeedStopped(feed.dn_id) from None  # type: ignore[attr-defined]
+                if idle_stop is not None and idle_stop():
+                    yield IDLE
+                continue
         if item is _END:
             if feed.error is not None:  # type: ignore[attr-defined]
                 raise feed.error
             if end_of_input_returns and not feed.stopped.is_set():  # type: ignore[attr-defined]
                 return
             raise FeedStopped(feed.dn_id)  # type: ignore[attr-defined]
-        if type(item) is list:
-            yield from item
-        else:
-            yield item
+        yield item
 
 
 class DnFeed:
-    """One DN: source → Assembler (vtso, Sorter) → queue. ``stream()`` is what the merge reads."""
+    """One DN: source → Assembler (vtso, Sorter) → the merge: read when the merge asks (a
+    replication source) or by a thread through a queue (a followed directory). ``stream()`` is
+    what the merge reads."""
 
     def __init__(self, dn_id: str, source: DnSource, *, storage_seq: str, state: VtsoState | None = None,
                  start: str = "") -> None:
@@ -74,45 +90,101 @@ class DnFeed:
         self.source = source
         self.asm = Assembler(dn_id, storage_seq=storage_seq, state=state)
         self.start = start
-        self.queue: queue.Queue = queue.Queue(QUEUE_TXNS // HANDOFF_TXNS)   # items: lists of ≤ HANDOFF_TXNS
+        self.pulled = isinstance(source, ReplicationSource)   # read in the merge's thread
+        self.queue: queue.Queue = queue.Queue(QUEUE_TXNS)
         self.stopped = threading.Event()
         self.error: BaseException | None = None
         self.txns = 0
-        self.last_tso: int | None = None          # newest released TSO (commit TSO or DN max)
-        self.last_tso_at = 0.0                    # monotonic time it was released
-        self.last_vtso = ""
+        self._last: DnTxn | None = None           # newest released
+        self.waiting = False                      # the merge waits for this DN's next transaction
         self.events = 0                           # dir sources: counted here
         self.bytes = 0
         self.file = ""
         self.pos = 0
-        self._held: list[DnTxn] = []              # released, not yet on the queue (_run's thread)
         self.thread = threading.Thread(target=self._run, name=f"gbinlog-dn:{dn_id}", daemon=True)
 
-    # -- thread -----------------------------------------------------------------------------------
+    @property
+    def last_vtso(self) -> str:
+        """The newest released vtso ("" before the first)."""
+        last = self._last
+        return last.vtso if last is not None else ""
+
+    @property
+    def last_tso(self) -> int | None:
+        """The newest released TSO (commit TSO or DN max)."""
+        last = self._last
+        return vtso_tso(last.vtso) if last is not None else None
+
+    # -- the merge's thread (a replication source) ------------------------------------------------
     def begin(self) -> DnFeed:
-        self.thread.start()
+        if not self.pulled:
+            self.thread.start()
         return self
 
-    def _run(self) -> None:
-        """Source → assembler → the merge's queue. Released transactions are handed over in lists:
-        a queue put + get per transaction (two lock round trips) was ~5 % of ``gbinlog run``'s CPU.
-        A list leaves when the source is about to wait for the network (``before_wait``: nothing
-        is held back while the DN is quiet), at ``HANDOFF_TXNS``, and at the end of each file; a
-        directory source (no such signal) hands over each transaction at once."""
+    def _pull(self, idle_stop: Callable[[], bool] | None, before_wait: Callable[[], None] | None,
+              emitted: Callable[[], str | None] | None) -> Iterator[DnTxn]:
+        """The DN's transactions, read when the merge asks for them. The source calls
+        ``before_wait()`` before it waits for the network. While a stop is pending
+        (``idle_stop()``) and the merge's output is at a whole transaction (``_may_end``) the
+        source's wait is cut short (``StopWaiting``) and this yields ``merger.IDLE``: the merge
+        ends there (the file being assembled is given up: the next start re-reads it from the last
+        checkpoint). Else it waits for the DN, as a feed thread's queue would."""
+        src = self.source
+        src.before_wait = before_wait  # type: ignore[attr-defined]
+        if idle_stop is not None:
+            src.while_waiting = lambda: idle_stop() and self._may_end(emitted) and _stop_waiting()  # type: ignore[attr-defined]
         asm = self.asm
-        # A replication source keeps its own position and counters (status reads them there).
-        counted = isinstance(self.source, ReplicationSource)
-        limit = HANDOFF_TXNS if counted else 1
-        if counted:
-            self.source.before_wait = self._hand_over  # type: ignore[union-attr]
+        try:
+            for name, events in src.files():
+                self.file = name
+                txns = asm.feed(name, events)
+                while True:
+                    self.waiting = True
+                    txn = next(txns, None)
+                    self.waiting = False
+                    if txn is None:
+                        break
+                    self.txns += 1
+                    self._last = txn
+                    yield txn
+                if self.stopped.is_set():
+                    break
+        except StopWaiting:
+            self.waiting = False
+            yield IDLE
+            while not self.stopped.wait(IDLE_TICK_S):
+                yield IDLE
+        except Exception as exc:
+            if self.stopped.is_set():
+                raise FeedStopped(self.dn_id) from None
+            self.error = exc
+            log.error("DN %s: %s", self.dn_id, exc)
+            raise
+        raise FeedStopped(self.dn_id)
+
+    def _may_end(self, emitted: Callable[[], str | None] | None) -> bool:
+        """The merge, waiting for this DN, ends when told ``IDLE`` (``merger.merge``): nothing was
+        taken from the DN yet; or the last transaction taken was emitted (``emitted()``: the newest
+        vtso the pipeline consumed); or it is a broadcast's branch (one per DN: the merge emits
+        the group it holds). Else it is in a group the merge holds until it sees this DN's next
+        transaction (two branches of one DN): told ``IDLE``, it would wait all the same."""
+        last = self._last
+        if last is None or last.kind in BROADCAST_KINDS:
+            return True
+        done = emitted() if emitted is not None else None
+        return done is not None and done >= last.vtso
+
+    # -- a thread (a followed directory) ----------------------------------------------------------
+    def _run(self) -> None:
+        """Source → assembler → the merge's queue, one transaction at a time."""
+        asm = self.asm
         try:
             for name, events in self.source.files():
                 self.file = name
-                for txn in asm.feed(name, events if counted else self._count(name, events)):
-                    self._held.append(txn)
-                    if len(self._held) >= limit:
-                        self._hand_over()
-                self._hand_over()
+                for txn in asm.feed(name, self._count(name, events)):
+                    self.txns += 1
+                    self._last = txn
+                    self._put(txn)
                 if self.stopped.is_set():
                     break
         except BaseException as exc:  # noqa: BLE001 - handed to the merge thread
@@ -120,21 +192,7 @@ class DnFeed:
                 self.error = exc
                 log.error("DN %s: %s", self.dn_id, exc)
         finally:
-            self._hand_over()
             self._put(_END)
-
-    def _hand_over(self) -> None:
-        """Put the held transactions on the queue as one item; status follows the last of them."""
-        held = self._held
-        if not held:
-            return
-        last = held[-1]
-        self.txns += len(held)
-        self.last_tso = vtso_tso(last.vtso)
-        self.last_tso_at = time.monotonic()
-        self.last_vtso = last.vtso
-        self._held = []
-        self._put(held)
 
     def _count(self, name: str, events: Iterable) -> Iterator:
         """Position and counters as events pass (dir sources keep none of their own)."""
@@ -153,10 +211,15 @@ class DnFeed:
                 if self.stopped.is_set():
                     return
 
-    def stream(self, idle_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
-        """The DN's transactions for the merge (blocks while the DN has nothing newer). While it
-        waits and ``idle_stop()`` is true it yields ``merger.IDLE`` (see ``drain_feed``)."""
-        return drain_feed(self, idle_stop, end_of_input_returns=True)
+    def stream(self, idle_stop: Callable[[], bool] | None = None, before_wait: Callable[[], None] | None = None,
+               emitted: Callable[[], str | None] | None = None) -> Iterator[DnTxn]:
+        """The DN's transactions for the merge (blocks while the DN has nothing newer, calling
+        ``before_wait()`` first). While it waits and ``idle_stop()`` is true it yields
+        ``merger.IDLE`` (see ``drain_feed``, ``_pull``; ``emitted()``: the newest vtso the
+        pipeline consumed)."""
+        if self.pulled:
+            return self._pull(idle_stop, before_wait, emitted)
+        return drain_feed(self, idle_stop, end_of_input_returns=True, before_wait=before_wait)
 
     def stop(self) -> None:
         self.stopped.set()
@@ -165,7 +228,8 @@ class DnFeed:
             stop()
 
     def join(self, timeout: float = 10.0) -> None:
-        self.thread.join(timeout)
+        if self.thread.is_alive():
+            self.thread.join(timeout)
 
     # -- status -----------------------------------------------------------------------------------
     def status(self) -> dict:
@@ -186,13 +250,14 @@ class DnFeed:
         if oldest is not None:
             held = {"xid": oldest.xid, "at": str(oldest.start), "age_s": round(now - oldest.opened_at, 3),
                     "committed_behind": len(self.asm.sorter.heap)}
-        last_ms = (self.last_tso >> 22) if self.last_tso else None
+        last_tso = self.last_tso
+        last_ms = (last_tso >> 22) if last_tso else None
         return {"dn": self.dn_id, "source": where, "state": state, "file": file, "pos": pos,
                 "events": events, "bytes": nbytes, "txns": self.txns, "reconnects": reconnects,
-                "last_error": error, "last_tso": self.last_tso, "last_vtso": self.last_vtso,
+                "last_error": error, "last_tso": last_tso, "last_vtso": self.last_vtso,
                 "last_tso_age_ms": round(time.time() * 1000 - last_ms) if last_ms else None,
                 "open_prepares": len(self.asm.sorter.wait), "oldest_open_prepare": held,
-                "queued": self.queue.qsize()}
+                "queued": self.queue.qsize(), "merge_waits": self.waiting or not self.pulled}
 
 
 def dn_source(dn, *, start_file: str | None, start_pos: int, server_id: int, backoff_initial: float,

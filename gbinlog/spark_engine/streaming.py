@@ -109,10 +109,11 @@ class SparkFeed:
     def begin(self) -> SparkFeed:
         return self
 
-    def stream(self, idle_stop: Callable[[], bool] | None = None) -> Iterator[DnTxn]:
-        """As ``DnFeed.stream``: blocks while the DN has nothing newer; ``merger.IDLE`` while a
-        shutdown is pending and it waits, ``FeedStopped`` once stopped."""
-        return drain_feed(self, idle_stop, end_of_input_returns=False)
+    def stream(self, idle_stop: Callable[[], bool] | None = None, before_wait: Callable[[], None] | None = None,
+               emitted: Callable[[], str | None] | None = None) -> Iterator[DnTxn]:
+        """As ``DnFeed.stream``: blocks while the DN has nothing newer (``before_wait()`` first);
+        ``merger.IDLE`` while a shutdown is pending and it waits, ``FeedStopped`` once stopped."""
+        return drain_feed(self, idle_stop, end_of_input_returns=False, before_wait=before_wait)
 
     def stop(self) -> None:
         self.stopped.set()
