@@ -11,6 +11,12 @@ from cpython.unicode cimport PyUnicode_DecodeLatin1, PyUnicode_DecodeUTF8
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_Compare
+
+
+cdef extern from "Python.h":
+    int PyUnicode_KIND(object o)
+    void *PyUnicode_DATA(object o)
+    int PyUnicode_1BYTE_KIND
 from libc.stdio cimport snprintf
 from libc.string cimport memchr, memcmp, memcpy
 from time import monotonic
@@ -554,6 +560,7 @@ cdef class Maker:
     cdef _Slots event, block, txn
     cdef object unset, pos_cls, file, dn, dml, ctx
     cdef dict bquals
+    cdef object last_bqual, last_branch  # the last bqual found in bquals and its branch key
     cdef double now
     # the heartbeat kind: a heartbeat branch is grouped too; None: it is not
     cdef readonly object heartbeat
@@ -752,7 +759,13 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             one_phase_out[0] = p[HEADER_LEN] == 1
             end_out[0] = at + w.size
             nrec_out[0] = nrec
-            branch = m.bquals.get(xid[2])
+            # the group's branch key: most branches of a DN are of the group before them (no hash then)
+            if m.last_bqual is not None and m.last_bqual == xid[2]:
+                branch = m.last_branch
+            else:
+                branch = m.bquals.get(xid[2])
+                if branch:  # a key, once filed, never changes (the assembler's _start)
+                    m.last_bqual, m.last_branch = xid[2], branch
             if not branch:  # a group not seen yet, or ignored (""): the event-by-event rules decide
                 return (m.base + off, xid[0], None, last)
             # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query,
@@ -765,31 +778,48 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
         at += w.size
 
 
-cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Maker m, Py_ssize_t *end_out):
-    """The K_TSO_COMMIT payload ``(GCN offset, commit TSO, Pos after the XA COMMIT, xid)`` of the GCN
-    at ``off`` and the XA COMMIT right after it (no Q_LIZARD_COMMIT_GCN); else None."""
+cdef struct Commit:
+    # a GCN carrying a commit TSO and the XA COMMIT right after it, as ``tso_commit_at`` reads them
+    unsigned long long tso
+    Py_ssize_t xid_at, xid_end      # the xid text (spaces stripped), offsets in the buffer
+    Py_ssize_t end                  # after the XA COMMIT
+
+
+cdef bint tso_commit_at(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Commit *out) noexcept:
+    """Whether the GCN at ``off`` (a commit TSO) is followed by an XA COMMIT (no Q_LIZARD_COMMIT_GCN)
+    right away; ``out`` says where its parts are."""
     cdef const unsigned char *p = w.base + off
     cdef const unsigned char *c
-    cdef unsigned long long tso
     cdef Py_ssize_t at, a, b
     if size - crc - HEADER_LEN < 9:
-        return None
-    tso = <unsigned long long>u32(p + HEADER_LEN + 1) | (<unsigned long long>u32(p + HEADER_LEN + 5) << 32)
+        return False
     at = w.next_record(off + size)
     if at < 0 or w.k != Q_XA_COMMIT:
-        return None
+        return False
     c = w.base + at
     if memchr(c + HEADER_LEN, 200, w.q - HEADER_LEN) != NULL:
-        return None
+        return False
     a, b = w.q + 9, w.size - crc
     if b < a:
-        return None
+        return False
     while a < b and py_space(c[a]):
         a += 1
     while b > a and py_space(c[b - 1]):
         b -= 1
-    end_out[0] = at + w.size
-    return (m.base + off, tso, tuple_new(m.pos_cls, (m.file, m.base + at + w.size)), PyUnicode_DecodeLatin1(<const char *>c + a, b - a, NULL))
+    out.tso = <unsigned long long>u32(p + HEADER_LEN + 1) | (<unsigned long long>u32(p + HEADER_LEN + 5) << 32)
+    out.xid_at, out.xid_end, out.end = at + a, at + b, at + w.size
+    return True
+
+
+cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Maker m, Py_ssize_t *end_out):
+    """The K_TSO_COMMIT payload ``(GCN offset, commit TSO, Pos after the XA COMMIT, xid)`` of the GCN
+    at ``off`` and the XA COMMIT right after it (no Q_LIZARD_COMMIT_GCN); else None."""
+    cdef Commit c
+    if not tso_commit_at(w, off, size, crc, &c):
+        return None
+    end_out[0] = c.end
+    return (m.base + off, c.tso, tuple_new(m.pos_cls, (m.file, m.base + c.end)),
+            PyUnicode_DecodeLatin1(<const char *>w.base + c.xid_at, c.xid_end - c.xid_at, NULL))
 
 
 cdef extern from "string.h":
@@ -908,13 +938,17 @@ cdef object try_commit_after(_Walk w, Py_ssize_t off, tuple branch, int crc, Mak
     Pos after the XA COMMIT)``: a K_BRANCH payload ``branch`` ending at ``off`` whose next records are
     its own K_TSO_COMMIT with a TSO > 0 (the branch committed before anything else happened on the
     DN); else None."""
+    cdef Commit c
     cdef Py_ssize_t at = w.next_record(off)
-    if at < 0 or w.k != K_GCN:
+    cdef str xid = branch[1]
+    if at < 0 or w.k != K_GCN or not tso_commit_at(w, at, w.size, crc, &c) or c.tso == 0:
         return None
-    commit = try_tso_commit(w, at, w.size, crc, m, end_out)
-    if commit is None or (<tuple>commit)[1] == 0 or (<tuple>commit)[3] != branch[1]:
+    # the same xid: the XA START's text was decoded as latin-1, one byte a character
+    if PyUnicode_KIND(xid) != PyUnicode_1BYTE_KIND or PyUnicode_GET_LENGTH(xid) != c.xid_end - c.xid_at \
+            or memcmp(PyUnicode_DATA(xid), w.base + c.xid_at, c.xid_end - c.xid_at) != 0:
         return None
-    return branch + (<tuple>commit)[:3]
+    end_out[0] = c.end
+    return (branch[0], xid, branch[2], branch[3], m.base + at, c.tso, tuple_new(m.pos_cls, (m.file, m.base + c.end)))
 
 
 def frame(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list items):

@@ -286,23 +286,26 @@ class BinlogFile:
         released = 0
         scan = kernel.scan_txns if grouped is not None else kernel.scan
         while True:
+            # what the format says, once per FDE; then the scan goes on batch after batch
             phl = ctx.post_header_len
             query_phl = phl[EventType.QUERY - 1] if len(phl) >= EventType.QUERY else 13
             self._replay = (data, ctx, kinds, query_phl)
-            if grouped is not None:
-                tid_len = 4 if len(phl) >= EventType.TABLE_MAP and phl[EventType.TABLE_MAP - 1] == 6 else 6
-                records, off, status, walked = scan(data, off, ctx.checksum, kinds, query_phl, Event, ctx, batch,
-                                                    tid_len, grouped)
-            else:
-                records, off, status, walked = scan(data, off, ctx.checksum, kinds, query_phl, Event, ctx, batch)
-            self.events += walked
-            if records:
-                yield records
-            if off - released >= _RELEASE:
-                released = _release(data, released, off)
+            checksum = ctx.checksum
+            tid_len = 4 if len(phl) >= EventType.TABLE_MAP and phl[EventType.TABLE_MAP - 1] == 6 else 6
+            while True:
+                if grouped is not None:
+                    records, off, status, walked = scan(data, off, checksum, kinds, query_phl, Event, ctx, batch,
+                                                        tid_len, grouped)
+                else:
+                    records, off, status, walked = scan(data, off, checksum, kinds, query_phl, Event, ctx, batch)
+                self.events += walked
+                if records:
+                    yield records
+                if off - released >= _RELEASE:
+                    released = _release(data, released, off)
+                if status != kernel.ST_MORE or len(records) < batch:
+                    break
             if status == kernel.ST_MORE:
-                if len(records) >= batch:
-                    continue
                 if off < n:
                     raise TruncatedEvent(f"input ends {n - off} bytes into an event", source=source, offset=off)
                 return

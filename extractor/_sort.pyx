@@ -263,7 +263,8 @@ cdef class Groups:
 
     cdef object txn(self, tuple g):
         xid, txn, tso, end = g[1], g[2], g[5], g[6]
-        if xid not in self.by_xid and self.sorter.commit_alone(txn, tso, self.state):
+        # (nothing held: no XA branch is open either, so by_xid is empty and the xid need not be hashed)
+        if (not self.by_xid or xid not in self.by_xid) and self.sorter.commit_alone(txn, tso, self.state):
             # prewrite, commit and the release that gives it back at once: a quiet point after it
             txn.end = end
             state = self.state
