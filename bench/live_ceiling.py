@@ -261,7 +261,7 @@ def one_rate(dirs: list[Path], points: dict, work: Path, rate: float, seconds: f
             "n": len(lat), "missing": missing, "p50": pct(0.5), "p99": pct(0.99), "max": lat[-1] if lat else float("nan"),
             "cpu": cpu, "events_per_cpu_s": copier.done_events / cpu if cpu else float("nan"),
             "cpu_share": cpu / fed_seconds, "load": os.getloadavg()[0],
-            "others_share": (serve_cpu + self_cpu) / fed_seconds}
+            "serve_share": serve_cpu / fed_seconds, "copier_share": self_cpu / fed_seconds}
 
 
 def latencies(points: dict, copier: PacedCopier, watcher: CtsWatcher, after: float) -> tuple[list[float], int]:
@@ -364,7 +364,8 @@ def ceiling(rates: list[float], seconds: float, warmup: float, cache: Path, work
               f"commit → global binlog n={r['n']:,} p50 {r['p50']:.0f} ms p99 {r['p99']:.0f} ms "
               f"max {r['max']:.0f} ms, {r['missing']} not written; gbinlog run CPU {r['cpu']:.1f} s "
               f"= {r['events_per_cpu_s']:,.0f} DN events per CPU-second, {r['cpu_share']:.0%} of a core over "
-              f"the fed seconds (DN servers + copier {r['others_share']:.0%}; load average {r['load']:.1f}) "
+              f"the fed seconds (DN servers {r['serve_share']:.0%}, copier + watcher {r['copier_share']:.0%}; load average "
+              f"{r['load']:.1f}) "
               f"({verdict} p99 ≤ 1 s)", flush=True)
     ok = [r["fed_rate"] for r in results if r["p99"] <= 1000 and r["missing"] == 0]
     per_cpu = statistics.median(r["events_per_cpu_s"] for r in results)
