@@ -76,6 +76,7 @@ class PacedCopier:
         self.done_events = 0
         self.stop = threading.Event()
         self.finished_at = 0.0
+        self.fds: dict[str, int] = {}
         for dn in self.files:
             (dst / dn).mkdir(parents=True)
             self._advance(dn, 1, time.time())                      # magic + FDE: the server can start
@@ -90,11 +91,12 @@ class PacedCopier:
             take = min(k, len(fe) - done)
             start = fe[done - 1] if done else 0
             end = fe[done + take - 1]
-            with open(self.dst / dn / name, "ab") as fh:
-                fh.write(data[start:end])
             if done == 0:
+                self._close(dn)
+                self.fds[dn] = os.open(self.dst / dn / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                 with open(self.dst / dn / "mysql-bin.index", "a") as ix:
                     ix.write(f"./{name}\n")
+            os.write(self.fds[dn], memoryview(data)[start:end])   # (the file open: less CPU taken from the service)
             offs, times = self.written.setdefault((dn, name), ([], []))
             offs.append(end)
             times.append(now)
@@ -116,6 +118,13 @@ class PacedCopier:
                     sent[dn] = want
             time.sleep(TICK)
         self.finished_at = time.time()
+        for dn in list(self.fds):
+            self._close(dn)
+
+    def _close(self, dn: str) -> None:
+        fd = self.fds.pop(dn, None)
+        if fd is not None:
+            os.close(fd)
 
     def committed_at(self, dn: str, file: str, end: int) -> float | None:
         got = self.written.get((dn, file))
@@ -327,6 +336,7 @@ def catch_up(cache: Path, work: Path, dns: int, events: int, repeat: int) -> Non
             cpu0, t0 = cpu_seconds(run.pid), time.time()
             for dn in copier.files:
                 copier._advance(dn, copier.total, t0)
+                copier._close(dn)
             last = cpu0
             while True:                      # idle: under 20 ms of CPU in a second
                 time.sleep(1.0)
