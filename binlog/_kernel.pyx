@@ -1122,21 +1122,24 @@ def passed_rows(list events, bytes id_bytes, int crc):
     return out
 
 
-def rows_pass(list events, bytes src_id):
-    cdef bytes raw
+cdef inline bint rows_event_passes(bytes raw, const char *src_id) except -1:
+    """A v2 rows event of table ``src_id`` (6 bytes) with no extra data: it passes as it is."""
     cdef const unsigned char *p
+    if raw is None or PyBytes_GET_SIZE(raw) < 29:
+        return False
+    p = <const unsigned char *>PyBytes_AS_STRING(raw)
+    return not (p[4] < ROWS_V2_FIRST or p[4] > ROWS_V2_LAST or memcmp(p + HEADER_LEN, src_id, 6) != 0
+                or p[27] != 2 or p[28] != 0)
+
+
+def rows_pass(list events, bytes src_id):
     cdef const char *s
     cdef Py_ssize_t i
     if src_id is None or PyBytes_GET_SIZE(src_id) != 6:
         return False
     s = PyBytes_AS_STRING(src_id)
     for i in range(1, len(events)):
-        raw = events[i].raw
-        if raw is None or PyBytes_GET_SIZE(raw) < 29:
-            return False
-        p = <const unsigned char *>PyBytes_AS_STRING(raw)
-        if p[4] < ROWS_V2_FIRST or p[4] > ROWS_V2_LAST or memcmp(p + HEADER_LEN, s, 6) != 0 \
-                or p[27] != 2 or p[28] != 0:
+        if not rows_event_passes(events[i].raw, s):
             return False
     return True
 
@@ -1244,20 +1247,13 @@ cdef _Member M_CHECKSUM = _Member("checksum"), M_SERVER_ID = _Member("server_id"
 # -- the shaper's pass-through blocks (schema_shaper.Shaper._dml); see binlog.kernel_py.pass_blocks ----
 cdef inline bint rows_pass_c(list events, object src_id) except -1:
     """``rows_pass`` without its Python call."""
-    cdef bytes raw
-    cdef const unsigned char *p
     cdef const char *s
     cdef Py_ssize_t i
     if type(src_id) is not bytes or PyBytes_GET_SIZE(src_id) != 6:
         return False
     s = PyBytes_AS_STRING(src_id)
     for i in range(1, len(events)):
-        raw = M_RAW.get(events[i])
-        if raw is None or PyBytes_GET_SIZE(raw) < 29:
-            return False
-        p = <const unsigned char *>PyBytes_AS_STRING(raw)
-        if p[4] < ROWS_V2_FIRST or p[4] > ROWS_V2_LAST or memcmp(p + HEADER_LEN, s, 6) != 0 \
-                or p[27] != 2 or p[28] != 0:
+        if not rows_event_passes(M_RAW.get(events[i]), s):
             return False
     return True
 
