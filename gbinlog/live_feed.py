@@ -43,6 +43,20 @@ def _stop_waiting() -> None:
     raise StopWaiting
 
 
+class _OwnFailure(Exception):
+    """What ``before_wait`` (the pipeline writing out what it appended) raised, carried past the
+    DN feed's error handling as its ``__cause__``: a full disk is not the DN's failure."""
+
+
+def _own_failures(before_wait: Callable[[], None]) -> Callable[[], None]:
+    def guarded() -> None:
+        try:
+            before_wait()
+        except Exception as exc:
+            raise _OwnFailure() from exc
+    return guarded
+
+
 def drain_feed(feed: object, idle_stop: Callable[[], bool] | None, *,
                end_of_input_returns: bool, before_wait: Callable[[], None] | None = None) -> Iterator[DnTxn]:
     """The items of a feed's ``queue`` until its ``_END``: blocks while the DN has nothing newer
@@ -130,7 +144,7 @@ class DnFeed:
         ends there (the file being assembled is given up: the next start re-reads it from the last
         checkpoint). Else it waits for the DN, as a feed thread's queue would."""
         src = self.source
-        src.before_wait = before_wait  # type: ignore[attr-defined]
+        src.before_wait = None if before_wait is None else _own_failures(before_wait)  # type: ignore[attr-defined]
         if idle_stop is not None:
             src.while_waiting = lambda: idle_stop() and self._may_end(emitted) and _stop_waiting()  # type: ignore[attr-defined]
         asm = self.asm
@@ -154,6 +168,8 @@ class DnFeed:
             yield IDLE
             while not self.stopped.wait(IDLE_TICK_S):
                 yield IDLE
+        except _OwnFailure as own:       # the pipeline's own write (e.g. DiskFull): not this DN's error
+            raise own.__cause__ from None  # type: ignore[misc]
         except Exception as exc:
             if self.stopped.is_set():
                 raise FeedStopped(self.dn_id) from None

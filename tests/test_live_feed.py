@@ -138,3 +138,22 @@ def test_run_writes_what_it_consumed_before_waiting_and_stops_cleanly_when_dns_a
     assert written and [f.read_bytes() for f in written[:-1]] == [(batch / f.name).read_bytes() for f in written[:-1]]
     last = written[-1].read_bytes()                    # the batch build goes on where the merge stopped
     assert len(last) > 4 and (batch / written[-1].name).read_bytes()[:len(last)] == last
+
+
+def test_a_failure_of_the_pipelines_own_write_before_a_wait_is_not_the_dns(tmp_path, servers, caplog):
+    """``before_wait`` is the pipeline writing out what it appended: when it fails (a full disk) the
+    error comes out of the stream as it is, and the DN is not marked failed nor logged as the cause."""
+    from dumper.global_binlog import DiskFull
+
+    src = ReplicationSource("dn0", "127.0.0.1", servers["dn0"], USER, PASSWORD, backoff_initial=0.05)
+    feed = DnFeed("dn0", src, storage_seq="000000").begin()
+
+    def full() -> None:
+        raise DiskFull("/out/binlog.000001: cannot write: No space left on device")
+    stream = feed.stream(lambda: False, full, lambda: None)
+    with caplog.at_level("ERROR", logger="gbinlog.live_feed"), pytest.raises(DiskFull, match="No space left"):
+        for _ in range(100_000):
+            next(stream)
+    assert feed.error is None
+    assert not [r for r in caplog.records if "DN dn0" in r.getMessage()]
+    feed.stop()
