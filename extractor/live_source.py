@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -90,8 +91,10 @@ class ReplicationSource(DnSource):
                  heartbeat: float = 0.5, read_timeout: float = 5.0, connect_timeout: float = 5.0,
                  backoff_initial: float = 0.1, backoff_max: float = 5.0,
                  should_stop: Callable[[], bool] | None = None,
-                 on_state: Callable[[ReplicationSource], None] | None = None) -> None:
+                 on_state: Callable[[ReplicationSource], None] | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.dn_id = dn_id
+        self.tls = tls
         self.host, self.port, self.user, self.password = host, port, user, password
         self.server_id = server_id
         self.heartbeat = heartbeat
@@ -150,7 +153,8 @@ class ReplicationSource(DnSource):
     # -- connection -------------------------------------------------------------------------------
     def _connect(self) -> ReplicationClient:
         client = ReplicationClient(self.host, self.port, self.user, self.password,
-                                   connect_timeout=self.connect_timeout, read_timeout=self.read_timeout)
+                                   connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
+                                   tls=self.tls)
         try:
             self._checksum = client.prepare_dump(server_id=self.server_id, heartbeat=self.heartbeat)
             client.dump(self.file, self.pos, server_id=self.server_id)

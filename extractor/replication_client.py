@@ -9,15 +9,21 @@ yields the event bytes of each stream packet exactly as the server sent them: no
 socket reads, one slice per event.
 
 Errors: ``ServerError`` (an ERR packet: code and message), ``OSError`` for the network,
-``ClientProtocolError`` for bytes that are not the protocol. No TLS (DNs on a private network).
+``ClientProtocolError`` for bytes that are not the protocol.
+
+TLS (``tls=`` an ``ssl.SSLContext``, see ``client_tls_context``): after the server's greeting the
+client sends the short SSLRequest packet, wraps the socket, then logs in over TLS — as libmysql and
+PyMySQL do; a server that does not offer TLS is refused (no silent plain-text fallback).
 """
 
 from __future__ import annotations
 
 import select
 import socket
+import ssl
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 
 from binlog.constants import MAX_EVENT_SIZE
 from binlog.lenenc import read_packed_int
@@ -36,6 +42,7 @@ CLIENT_LONG_PASSWORD = 0x1
 CLIENT_LONG_FLAG = 0x4
 CLIENT_PROTOCOL_41 = 0x200
 CLIENT_TRANSACTIONS = 0x2000
+CLIENT_SSL = 0x800
 CLIENT_SECURE_CONNECTION = 0x8000
 CLIENT_PLUGIN_AUTH = 0x80000
 CLIENT_CAPABILITIES = (CLIENT_LONG_PASSWORD | CLIENT_LONG_FLAG | CLIENT_PROTOCOL_41 | CLIENT_TRANSACTIONS
@@ -68,13 +75,14 @@ class ReplicationClient:
     """One connection to a binlog server. ``dump(file, pos)`` starts the stream; ``events()`` reads it."""
 
     def __init__(self, host: str, port: int, user: str, password: str = "", *, connect_timeout: float = 5.0,
-                 read_timeout: float | None = None) -> None:
-        self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+                 read_timeout: float | None = None, tls: ssl.SSLContext | None = None) -> None:
+        self.sock: socket.socket = socket.create_connection((host, port), timeout=connect_timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._buf = b""
         self._off = 0
         self.seq = 0
         self.server_version = ""
+        self._tls, self._host = tls, host
         try:
             self._login(user, password.encode("utf-8"))
         except BaseException:
@@ -159,10 +167,22 @@ class ReplicationClient:
         if plugin not in (NATIVE, SHA2):
             plugin = NATIVE
         auth = self._scramble(plugin, password, nonce)
-        response = (struct.pack("<IIB", CLIENT_CAPABILITIES, 1 << 24, CHARSET_UTF8MB4) + bytes(23)
+        flags = CLIENT_CAPABILITIES
+        if self._tls is not None:
+            self._start_tls(caps)
+            flags |= CLIENT_SSL
+        response = (struct.pack("<IIB", flags, 1 << 24, CHARSET_UTF8MB4) + bytes(23)
                     + user.encode("utf-8") + b"\0" + bytes((len(auth),)) + auth + plugin.encode() + b"\0")
         self.write_packet(response)
         self._auth_answers(plugin, password, nonce)
+
+    def _start_tls(self, server_caps: int) -> None:
+        """SSLRequest (the login packet's first 32 bytes with CLIENT_SSL), then the TLS handshake."""
+        if not server_caps & CLIENT_SSL:
+            raise ClientProtocolError("the server does not offer TLS (tls = true for this DN)")
+        self.write_packet(struct.pack("<IIB", CLIENT_CAPABILITIES | CLIENT_SSL, 1 << 24, CHARSET_UTF8MB4) + bytes(23))
+        assert self._tls is not None and len(self._buf) == self._off   # nothing unread before TLS starts
+        self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._host)
 
     @staticmethod
     def _scramble(plugin: str, password: bytes, nonce: bytes) -> bytes:
@@ -186,6 +206,8 @@ class ReplicationClient:
                 self.write_packet(self._scramble(plugin, password, nonce))
             elif kind == b"\x01" and plugin == SHA2 and answer[1:2] == bytes((_SHA2_FAST_OK,)):
                 continue  # the OK follows
+            elif kind == b"\x01" and plugin == SHA2 and answer[1:2] == bytes((_SHA2_FULL,)) and self._tls:
+                self.write_packet(password + b"\0")   # over TLS the password goes as it is, as libmysql sends it
             elif kind == b"\x01" and plugin == SHA2 and answer[1:2] == bytes((_SHA2_FULL,)):
                 self.write_packet(b"\x02")  # ask for the server's RSA public key
                 key = self.read_packet()
@@ -289,6 +311,8 @@ class ReplicationClient:
         """A whole packet is buffered or the socket has bytes to read (waits up to ``timeout``)."""
         if self.has_packet():
             return True
+        if self._tls is not None and self.sock.pending():   # decrypted bytes the socket no longer shows
+            return True
         return bool(select.select([self.sock], [], [], timeout)[0])
 
     def take_run(self, pos: int, stop_types: bytes) -> tuple[bytes, int, int]:
@@ -327,3 +351,14 @@ def _rsa_encrypt(pem: bytes, data: bytes) -> bytes:
 
 
 __all__ = ["ReplicationClient", "ServerError", "ClientProtocolError"]
+
+
+def client_tls_context(ca: str | Path | None = None, *, verify: bool = True) -> ssl.SSLContext:
+    """A TLS 1.2+ client context for a DN: its certificate checked against ``ca`` (a PEM file; None:
+    the system's CAs) and its host name; ``verify=False`` encrypts without checking who answers."""
+    ctx = ssl.create_default_context(cafile=str(ca) if ca is not None else None)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx

@@ -80,6 +80,9 @@ class DnConfig:
     dir: Path | None = None
     standby: bool = False        # not read until a StorageInstChange instruction lists it
     poll_ms: int = 100           # dir DNs: how often a followed file is polled
+    tls: bool = False            # host DNs: TLS to the DN (refused if the DN does not offer it)
+    tls_ca: Path | None = None   # the CA (PEM) the DN's certificate is checked against; default: the system's
+    tls_verify: bool = True      # false: encrypt without checking the DN's certificate and host name
 
     @property
     def is_remote(self) -> bool:
@@ -87,6 +90,13 @@ class DnConfig:
 
     def describe(self) -> str:
         return f"{self.host}:{self.port}" if self.is_remote else str(self.dir)
+
+    def tls_context(self) -> Any:
+        """The ``ssl.SSLContext`` to reach this DN with (None without ``tls``)."""
+        if not self.tls:
+            return None
+        from extractor.replication_client import client_tls_context
+        return client_tls_context(self.tls_ca, verify=self.tls_verify)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +336,18 @@ def validate(cfg: Config) -> None:
                 raise ConfigError(f"{where}: user is required with host")
         if d.poll_ms < 1:
             raise ConfigError(f"dn[{i}].poll_ms: must be at least 1, got {d.poll_ms}")
+        if (d.tls_ca is not None or not d.tls_verify) and not d.tls:
+            raise ConfigError(f"{where}: tls_ca / tls_verify need tls = true")
+        if d.tls and d.host is None:
+            raise ConfigError(f"{where}: tls is for a DN read over the network (host), not a dir")
+        if d.tls_ca is not None and not Path(d.tls_ca).is_file():
+            raise ConfigError(f"dn[{i}].tls_ca: {d.tls_ca}: no such file")
+        if d.tls:
+            import ssl
+            try:
+                d.tls_context()
+            except (ssl.SSLError, OSError) as exc:
+                raise ConfigError(f"dn[{i}].tls_ca: {d.tls_ca}: not a PEM certificate ({exc})") from None
     if not cfg.active_dns:
         raise ConfigError("dn: every DN is standby; at least one must be read from the start")
     _check_port(cfg.metrics.port, "metrics.port", True)

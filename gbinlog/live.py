@@ -78,7 +78,7 @@ def check_dn(dn: DnConfig, timeout: float) -> None:
         return
     try:
         pymysql.connect(host=dn.host, port=dn.port, user=dn.user, password=dn.password,
-                        connect_timeout=timeout, read_timeout=timeout).close()
+                        connect_timeout=timeout, read_timeout=timeout, ssl=dn.tls_context()).close()
     except pymysql.err.MySQLError as exc:
         code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
         msg = " ".join(str(exc.args[-1]).split()) if exc.args else str(exc)

@@ -283,7 +283,8 @@ def dn_source(dn, *, start_file: str | None, start_pos: int, server_id: int, bac
         return ReplicationSource(dn.id, dn.host, dn.port, dn.user or "", dn.password,
                                  start_file=start_file, start_pos=start_pos, server_id=server_id,
                                  heartbeat=heartbeat_s, backoff_initial=backoff_initial,
-                                 backoff_max=backoff_max, connect_timeout=connect_timeout)
+                                 backoff_max=backoff_max, connect_timeout=connect_timeout,
+                                 tls=dn.tls_context())
     stopped = threading.Event()
     src = DirSource(Path(dn.dir), dn_id=dn.id, follow=True, start_file=start_file, start_pos=start_pos,
                     poll_interval=dn.poll_ms / 1000, should_stop=stopped.is_set)
