@@ -348,10 +348,9 @@ class Pipeline:
     def checkpoint(self) -> None:
         binlog, base, state = self.binlog, self.base, self.state
         binlog.flush(fsync=True)
-        if binlog.before_write is not None:
-            # state.json's restart points may be past a physical DDL that wrote nothing to the
-            # binlog (so no write synced the meta store for it): its history is made durable first.
-            binlog.before_write()
+        # state.json's restart points may be past a physical DDL that wrote nothing to the binlog
+        # (so no write synced the meta store for it): its history is made durable first.
+        self.schema.sync_store()
         if crash_point("checkpoint"):
             crash_now()
         mark = binlog.last_marker

@@ -225,8 +225,7 @@ cdef class Groups:
 
     cpdef object take(self, int k, tuple g):
         """What the group record ``(k, g)`` releases (None or a list of ``DnTxn``); False when it is
-        turned down (nothing changed: replay all its records); True for a ``K_TXN`` whose branch is
-        taken and whose commit is turned down (replay the commit's two records, from ``g[4]``)."""
+        turned down (nothing changed: replay all its records)."""
         asm = self.asm
         if asm.cur is not None or asm.ignoring or asm.pending_tso >= 0:
             return False  # (a pending commit TSO: the events say whether it is an error, or void)
@@ -277,8 +276,7 @@ cdef class Groups:
             return None
         if not self.branch(xid, txn):
             return False
-        out = self.tso_commit(xid, tso, end)
-        return True if out is False else out
+        return self.tso_commit(xid, tso, end)   # (it finds the branch just filed: never turned down)
 
     cdef object released(self, list out, end):
         """``asm._released(out, end)``; its commonest case here: a prepare still open (no quiet

@@ -189,8 +189,6 @@ class Assembler:
                     continue
                 if released is False:  # turned down: all of its events by the event-by-event rules
                     released = self._assemble(source.replay(ev[0], q), source)
-                elif released is True:  # a K_TXN's branch taken, its commit turned down
-                    released = self._assemble(source.replay(ev[4], 2), source)
                 yield from released
                 continue
             if k == _K_ROWS:
