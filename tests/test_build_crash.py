@@ -3,7 +3,8 @@ at ≥ 20 random moments and at every file rotation, restart each time, and the 
 byte-identical to an uninterrupted build, ``state.json`` equal to its state.json (counts, cluster id,
 restart points: it holds no timestamp); ``verify --truth`` passes.
 
-A 3-DN bank run (≈ 34k DN events, ≈ 14 output files of 64 KB) with a checkpoint every 50 ms, so
+A 3-DN bank run (≈ 34k DN events, ≈ 14 output files of 64 KB) with a checkpoint every 50 ms or
+128 KB of output (the build writes the whole input in a few tens of ms after its start-up), so
 kills land before the first checkpoint (no state.json: the files alone), between checkpoints
 (restart points + recovery), in a half-written transaction and between the fsync and state.json.
 Rotation kills use the writer's crash points (``GBINLOG_CRASH_AT``): right after the ROTATE is
@@ -33,6 +34,7 @@ CONFIG = """\
 [build]
 max_file_size = "64KB"
 checkpoint_seconds = 0.05
+checkpoint_bytes = "128KB"
 workers = {workers}
 """
 
