@@ -228,7 +228,8 @@ class BinlogFile:
     """The events of a finite binlog file from ``start``: iterating it is ``read_events(path,
     start=start)``; ``records(kinds)`` is the fast path for a reader that wants only some events
     (``binlog.kernel.scan``: the byte loop in C, only the wanted events made ``Event`` objects),
-    from position 4 only (``scannable``). ``events`` counts the events read so far either way.
+    from any event boundary (a start past 4 — a restart point — is walked to by the kernel after
+    the FDE, checked as ``read_events`` checks it). ``events`` counts the events read so far.
 
     ``records(kinds, grouped=maker)`` is ``binlog.kernel.scan_txns`` (the assembler's table
     ``kinds`` and ``binlog.kernel.Maker``): the common XA shapes come as one record each; ``replay(offset, n)`` gives the ``n``
@@ -243,12 +244,12 @@ class BinlogFile:
 
     @property
     def scannable(self) -> bool:
-        return self.start <= 4
+        return True
 
     @property
     def grouped_records(self) -> bool:
         """``records(grouped=maker)`` and ``replay`` are there (the assembler's grouped path)."""
-        return self.start <= 4
+        return True
 
     def __iter__(self) -> Iterator[Event]:
         for ev in read_events(self.path, start=self.start, name=self.name):
@@ -315,6 +316,8 @@ class BinlogFile:
                 ctx = context_from_fde(data[off:off + size], ctx, off)
                 off += size
                 self.events += 1
+                if self.start > off:
+                    off = self._walk_to(data, off, ctx)
             elif status == kernel.ST_BAD_SIZE:
                 raise ImpossibleEventSize(f"event size {size}", source=source, offset=off)
             elif size < HEADER_LEN + CRC_LEN:
@@ -322,6 +325,26 @@ class BinlogFile:
                                           offset=off)
             else:
                 raise ChecksumMismatch(f"CRC32 mismatch in event type {h[1]}", source=source, offset=off)
+
+
+    def _walk_to(self, data, off: int, ctx: FormatContext) -> int:
+        """A start mid-file: the events from ``off`` (after the FDE) up to ``self.start`` walked
+        and checked by the kernel with no record made; ``self.start`` if it is an event boundary."""
+        start, source = self.start, ctx.source
+        if start > len(data):
+            raise MalformedEvent(f"start position {start} is past the end", source=source, offset=len(data))
+        phl = ctx.post_header_len
+        query_phl = phl[EventType.QUERY - 1] if len(phl) >= EventType.QUERY else 13
+        with memoryview(data) as view, view[:start] as head:
+            _, at, status, _ = kernel.scan(head, off, ctx.checksum, _NO_KINDS, query_phl, Event, ctx, 1)
+        if status == kernel.ST_MORE and at == start:
+            return start
+        if status == kernel.ST_BAD_CRC:
+            raise ChecksumMismatch("CRC32 mismatch before the start position", source=source, offset=at)
+        raise MalformedEvent(f"start position {start} is not an event boundary", source=source, offset=at)
+
+
+_NO_KINDS = bytes(256)   # no event wanted: the kernel only walks (and checks) them
 
 
 def _release(data: mmap.mmap, start: int, end: int) -> int:

@@ -56,7 +56,7 @@ BEGIN_PAYLOAD = struct.pack("<IIBHH", 0, 0, 0, 0, 0) + b"\0BEGIN"
 assert HEADER_LEN + len(BEGIN_PAYLOAD) + 4 == 42
 _HEARTBEAT_QUERY = b"\x01" + HEARTBEAT_TEXT
 _BEGIN_ITEM = (_QUERY, BEGIN_PAYLOAD, _SUPPRESS_USE)
-_BEGIN_HEAD = [_BEGIN_ITEM]
+BEGIN_HEAD = [_BEGIN_ITEM]   # the head of a DML transaction without GTID (its BEGIN): also the Spark range writer's
 
 
 # Crash injection for the crash-safety tests: GBINLOG_CRASH_AT="<point>:<n>[,<point>:<n>…]" makes
@@ -368,7 +368,7 @@ class GlobalBinlog:
                 return None
             head = [(_GTID, gtid_payload(self.gtid_sid, self.gno + 1, self.file_txns + 1, ddl=False)), _BEGIN_ITEM]
         else:
-            head = _BEGIN_HEAD
+            head = BEGIN_HEAD
         ts = vtso_timestamp(vtso)
         buf = self._buf
         at = len(buf)

@@ -90,10 +90,11 @@ def test_several_ranges_and_small_files_are_byte_identical(spark, tmp_path, name
     # a local resume of the spark output has nothing left to do
     again = local_build(dn_dirs(fixture), tmp_path / "out", settings=Settings(max_file_size=40 << 10))
     assert again.txns == 0 and again.resumed
-    if name == "scale-2dn":  # the Spark shuffle exchange (bench/spark.py --shuffle) writes the same bytes
-        spark_build(dn_dirs(fixture), tmp_path / "shuffled", spark=spark, ranges=4, max_file_size=40 << 10,
-                    conf={"spark.gbinlog.exchange": "shuffle"})
-        same_files(tmp_path / "shuffled", tmp_path / "local")
+    if name == "scale-2dn":  # the exchanges through files and through a Spark shuffle write the same bytes
+        for exchange in ("files", "shuffle"):
+            spark_build(dn_dirs(fixture), tmp_path / exchange, spark=spark, ranges=4, max_file_size=40 << 10,
+                        conf={"spark.gbinlog.exchange": exchange})
+            same_files(tmp_path / exchange, tmp_path / "local")
 
 
 def test_input_split_at_restart_points(spark, local_outputs, tmp_path):  # noqa: F811

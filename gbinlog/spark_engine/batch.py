@@ -127,18 +127,23 @@ def render_range(settings: RangeSettings, entries: list, rng: int, streams: list
     Also reports what the driver needs for state.json and the cluster rule: per DN the newest
     restart point carried and the last vtso, and the broadcast transactions (heartbeats, marks,
     instructions) whose DN set differs from the one before (checking those checks them all)."""
+    from binlog import kernel
     from dumper.cluster import BROADCAST_KINDS
-    from dumper.global_binlog import encode_txn, file_start
+    from dumper.global_binlog import BEGIN_HEAD, encode_txn, file_start
+    from extractor.model import TxnKind
+    from extractor.vtso import vtso_timestamp
     from gbinlog.spark_engine.exchange import until
     from gbinlog.spark_engine.layout import pack_u32
     from gbinlog.spark_engine.xkernel import count_events
     from merger import merge
-    from schema_shaper import Shaper, shape
+    from schema_shaper import Shaper
+    from schema_shaper.rows import PASS
 
     t0 = time.perf_counter()
     streams = [until(s, settings.left.get(dn)) for dn, s in zip(settings.dns, streams, strict=False)]
     upto = settings.bounds[rng - 1] if rng > 0 else "0" * 54
     shaper = Shaper.from_history(entries, upto, on_error=settings.on_error)
+    shape_txn, plans, frame_pass_txn, dml = shaper.shape_txn, shaper.plans, kernel.frame_pass_txn, TxnKind.DML
     sid, hb = settings.server_id, settings.heartbeat_interval
     head = file_start(server_id=sid, server_version=settings.server_version, timestamp=0)
     txns = events = 0
@@ -152,31 +157,40 @@ def render_range(settings: RangeSettings, entries: list, rng: int, streams: list
     pos = len(head)
     with open(Path(settings.tmp_dir, f"range-{rng:05d}"), "wb") as fh:
         out = bytearray(head)
-        for lt in shape(merge(streams), shaper=shaper):
-            g = lt.source
+        for g in merge(streams):
             txns += 1
-            last_vtso = lt.vtso
+            vtso = last_vtso = g.vtso
             for b in g.branches:
-                last_of[b.dn] = lt.vtso
+                last_of[b.dn] = vtso
                 if b.restart is not None:
                     points[b.dn] = list(b.restart)
-            if g.kind in BROADCAST_KINDS:
+            kind = g.kind
+            if kind in BROADCAST_KINDS:
                 dns = sorted({b.dn for b in g.branches})
                 if dns != prev_dns:
-                    broadcasts.append([lt.vtso, dns])
+                    broadcasts.append([vtso, dns])
                     prev_dns = dns
-            data = encode_txn(lt, pos, sid, heartbeat_interval=hb)
-            if data:
+            ts = vtso_timestamp(vtso)
+            at = len(out)
+            # the local writer's hot path (GlobalBinlog.append_passed): a pass-through DML transaction
+            # shaped and framed in one kernel call; anything else shaped and encoded the general way
+            n = frame_pass_txn(out, pos, ts, sid, BEGIN_HEAD, g.blocks, g.branches, vtso, plans, PASS) \
+                if kind is dml else -1
+            if n < 0:
+                data = encode_txn(shape_txn(g), pos, sid, heartbeat_interval=hb)
+                if not data:
+                    continue
                 out += data
-                pos += len(data)
-                sizes.append(len(data))
-                stamps.append(lt.timestamp)
-                events += count_events(data)
-                last_written = lt.vtso
-                first_written = first_written or lt.vtso
-                if len(out) >= 1 << 22:
-                    fh.write(out)
-                    out.clear()
+                n = count_events(data)
+            pos += len(out) - at
+            sizes.append(len(out) - at)
+            stamps.append(ts)
+            events += n
+            last_written = vtso
+            first_written = first_written or vtso
+            if len(out) >= 1 << 22:
+                fh.write(out)
+                out.clear()
         fh.write(out)     # no fsync: a temporary file; the final files are synced once placed
     info = {"points": points, "last_of": last_of, "broadcasts": broadcasts}
     return {"rng": rng, "txns": txns, "written": len(sizes), "events": events, "size": pos,
@@ -322,6 +336,7 @@ def _warm_workers(spark) -> None:
 def _import_task_modules(_) -> int:
     import gbinlog.spark_engine.exchange  # noqa: F401
     import gbinlog.spark_engine.layout  # noqa: F401
+    import gbinlog.spark_engine.reread  # noqa: F401
     from merger import merge  # noqa: F401
     from schema_shaper import Shaper  # noqa: F401
 
@@ -329,23 +344,27 @@ def _import_task_modules(_) -> int:
 
 
 def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float],
-               exchange: str = "files") -> tuple[list[dict], list]:
+               exchange: str = "reread") -> tuple[list[dict], list]:
     """The two jobs: extract (and exchange the transactions by range) and collect the schema
     history, then one writer per range. Returns the writers' summaries in range order and the
     history. ``exchange``: ``files`` (``exchange.py``, the default) or ``shuffle`` (a Spark
     shuffle of Arrow rows, persisted: for comparison, bench/spark.py)."""
     from gbinlog.local_engine import BuildError
 
-    if exchange not in ("files", "shuffle"):
-        raise BuildError(f"spark.gbinlog.exchange={exchange}: expected files or shuffle")
+    if exchange not in ("reread", "files", "shuffle"):
+        raise BuildError(f"spark.gbinlog.exchange={exchange}: expected reread, files or shuffle")
     t0 = time.perf_counter()
     try:
         if exchange == "shuffle":
             from gbinlog.spark_engine.shuffle import shuffle_jobs
 
             rows, history = shuffle_jobs(getattr(spark, "session", spark), plan, settings, timings)
-        else:
+        elif exchange == "files":
             rows, history = _file_jobs(spark, plan, settings, timings)
+        else:
+            from gbinlog.spark_engine.reread import reread_jobs
+
+            rows, history = reread_jobs(spark, plan, settings, timings)
     except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error
         shutil.rmtree(settings.tmp_dir, ignore_errors=True)
         reraise(exc)
@@ -427,7 +446,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         settings = RangeSettings(str(tmp), [d.dn for d in dns], plan.bounds, server_id, server_version,
                                  heartbeat_interval, on_error)
         timings = {"plan": time.perf_counter() - t0}
-        rows, history = run_ranges(spark, plan, settings, timings, _setting(spark, conf, "exchange", "files"))
+        rows, history = run_ranges(spark, plan, settings, timings, _setting(spark, conf, "exchange", "reread"))
         t1 = time.perf_counter()
         try:
             check_members(rows, dns)

@@ -1,0 +1,165 @@
+"""The batch build without a data exchange: each range writer re-reads its DNs from restart points.
+
+With the exchange (``exchange.py``) every DN transaction is encoded by the extraction task, written,
+read back and decoded by its range's writer: on the bank workload that cost more CPU than the
+extraction itself (bench/spark.py). Here nothing but small summaries leaves a task:
+
+1. ``scan_part`` (one task per input partition): extracts it and keeps, for each output range
+   boundary it crosses, the restart point carried by the newest transaction below the boundary —
+   re-reading the DN from that point (with its ``VtsoState``) regenerates exactly the transactions
+   after that one (``extractor.model.RestartPoint``) — plus what the driver needs before shaping:
+   the schema history (DDL marks, physical DDLs), the ``StorageInstChange`` instructions and the
+   DN's last vtso (``exchange.scale_in``).
+2. ``write_range_reread`` (one task per output range): per DN, ``extract`` from the range's start
+   point, transactions below the range skipped, stopped at the first one at or above its end →
+   ``batch.render_range``, as with the exchange.
+
+A DN is read about twice (once whole, once by ranges, plus the short stretch from a start point to
+its range boundary), but decoding a transaction costs more than extracting it again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from gbinlog.spark_engine.errors import in_task
+from gbinlog.spark_engine.exchange import HISTORY_KINDS
+from gbinlog.spark_engine.plan import ReadPlan, part_txns
+
+DONE = "done"   # a DN whose transactions all lie below a range: it gives that range nothing
+
+
+@in_task
+def scan_part(plan: ReadPlan, index: int) -> Iterator[dict]:
+    """Task: input partition ``index`` → ``{"part", "dn", "crossed": {range: point}, "history",
+    "instructions", "last", "txns", "cpu"}``. ``crossed[r]`` (``r`` ≥ 1) is the restart point to
+    read the DN from for range ``r`` (``None``: from the DN's first event), for every boundary
+    ``bounds[r - 1]`` that a transaction of this partition reaches: the newest point carried by a
+    transaction of the partition below it, else the partition's own start (a restart point)."""
+    from extractor.model import TxnKind
+    from extractor.txn_codec import txn_fields
+    from gbinlog.spark_engine.xkernel import encode_body
+    from merger.membership import storage_change
+
+    cpu = time.process_time()
+    part = plan.parts[index]
+    bounds = plan.bounds
+    point = list(part.start) + list(part.state) if part.start is not None else None
+    crossed: dict[int, list | None] = {}
+    history: list[tuple] = []
+    instructions: list[list] = []
+    last = ""
+    txns = 0
+    k, nxt = 0, bounds[0] if bounds else None
+    instruction = TxnKind.INSTRUCTION
+    for t in part_txns(plan, index):
+        v = t.vtso
+        while nxt is not None and v >= nxt:
+            k += 1
+            crossed[k] = point
+            nxt = bounds[k] if k < len(bounds) else None
+        if t.restart is not None:
+            point = list(t.restart)
+        kind = t.kind
+        if kind in HISTORY_KINDS:
+            history.append((txn_fields(t), encode_body(t)))
+        elif kind is instruction and (storage := storage_change(t)) is not None:
+            instructions.append([v, storage])
+        last = v
+        txns += 1
+    yield {"part": index, "dn": plan.dns[part.dn_idx].dn, "crossed": crossed, "history": history,
+           "instructions": instructions, "last": last, "txns": txns, "cpu": time.process_time() - cpu}
+
+
+def start_points(plan: ReadPlan, parts: list[dict]) -> list[list]:
+    """``starts[dn_idx][r]``: where range ``r`` reads DN ``dn_idx`` from — a restart point
+    ``[file, offset, tso, txn_id, seq]``, ``None`` (the DN's first event) or ``DONE``. A DN's
+    partitions are in position order, so the first one to cross a boundary decides it; a boundary
+    no partition crosses lies above the DN's last transaction."""
+    n = len(plan.bounds) + 1
+    starts: list[list] = [[None] + [DONE] * (n - 1) for _ in plan.dns]
+    seen: list[set] = [set() for _ in plan.dns]
+    for p in sorted(parts, key=lambda p: p["part"]):
+        i = plan.parts[p["part"]].dn_idx
+        for r, point in p["crossed"].items():
+            r = int(r)
+            if r not in seen[i]:
+                seen[i].add(r)
+                starts[i][r] = point
+    return starts
+
+
+def range_stream(plan: ReadPlan, dn_idx: int, start, lo: str | None, hi: str | None) -> Iterator:
+    """The transactions of DN ``dn_idx`` in ``[lo, hi)``, extracted from ``start``
+    (``start_points``)."""
+    from extractor import extract
+    from extractor.model import Pos
+    from extractor.vtso import VtsoState
+    from gbinlog.spark_engine.ranges import RangeSource
+
+    if start == DONE:
+        return
+    dn = plan.dns[dn_idx]
+    source = RangeSource(dn.dir, dn.dn, Pos(start[0], start[1]) if start else None, None)
+    state = VtsoState(*start[2:]) if start else None
+    txns = extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=state)
+    try:
+        if lo is not None:
+            for t in txns:
+                if t.vtso >= lo:
+                    if hi is not None and t.vtso >= hi:
+                        return
+                    yield t
+                    break
+        if hi is None:
+            yield from txns
+            return
+        for t in txns:
+            if t.vtso >= hi:
+                return
+            yield t
+    finally:
+        txns.close()
+
+
+@in_task
+def write_range_reread(settings, plan: ReadPlan, history, starts: list[list], rng: int) -> Iterator[dict]:
+    """Task (``exchange=reread``): output range ``rng``, its DNs read from ``starts`` →
+    ``batch.render_range``."""
+    from gbinlog.spark_engine.batch import render_range
+
+    entries = history.value if hasattr(history, "value") else history
+    bounds = plan.bounds
+    lo = bounds[rng - 1] if rng > 0 else None
+    hi = bounds[rng] if rng < len(bounds) else None
+    cpu = time.process_time()
+    streams = [range_stream(plan, i, starts[i][rng], lo, hi) for i in range(len(plan.dns))]
+    row = render_range(settings, entries, rng, streams)
+    row["cpu"] = time.process_time() - cpu
+    yield row
+
+
+def reread_jobs(spark, plan: ReadPlan, settings, timings: dict[str, float]) -> tuple[list[dict], list]:
+    """The two jobs: scan every input partition (start points, schema history), then one writer
+    per range. Returns the writers' summaries and the history."""
+    from functools import partial
+
+    from extractor.txn_codec import BodyDecoder
+    from gbinlog.spark_engine.batch import _one_task
+    from gbinlog.spark_engine.exchange import decode_txns, scale_in
+    from schema_shaper import collect_history
+
+    t0 = time.perf_counter()
+    sc = spark.sparkContext
+    n_parts, n_ranges = len(plan.parts), len(plan.bounds) + 1
+    parts = sc.parallelize(range(n_parts), n_parts).mapPartitions(_one_task(partial(scan_part, plan))).collect()
+    history = collect_history(decode_txns((e for p in parts for e in p["history"]), BodyDecoder()))
+    settings.left = scale_in(parts, settings.dns)
+    starts = start_points(plan, parts)
+    timings["extract+history"] = time.perf_counter() - t0
+    rows = sc.parallelize(range(n_ranges), n_ranges).mapPartitions(
+        _one_task(partial(write_range_reread, settings, plan, history, starts))).collect()
+    timings["extract tasks cpu"] = sum(p["cpu"] for p in parts)
+    timings["write tasks cpu"] = sum(r["cpu"] for r in rows)
+    return rows, history
