@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -26,8 +28,35 @@ def test_defaults_and_overrides():
     # the user's JVM options keep the quiet log4j2 configuration unless they bring their own
     assert conf["spark.driver.extraJavaOptions"].endswith("-Xss4m")
     assert "log4j2.configurationFile=file:" in conf["spark.driver.extraJavaOptions"]
-    own = merged_conf({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/x"})
+    own = merged_conf({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/x", "spark.gbinlog.cds": "off"})
     assert own["spark.driver.extraJavaOptions"] == "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=file:/x"
+
+
+def test_the_driver_gets_a_class_data_sharing_archive_by_default(tmp_path, monkeypatch):
+    """By default the driver JVM maps a per-JDK, per-Spark archive when one is there, else writes one
+    at its exit to a file of its own (``PATH.<pid>.tmp``) that a later run adopts once finished;
+    ``off`` or the user's own archive options leave ours out."""
+    import os
+    import time
+
+    monkeypatch.setattr(session.tempfile, "gettempdir", lambda: str(tmp_path))
+    archive = Path(session.default_cds_archive())
+    assert archive.parent == tmp_path / f"gbinlog-spark-{os.getuid()}" and archive.name.startswith("cds-")
+    first = merged_conf(None)["spark.driver.extraJavaOptions"]
+    assert f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.tmp" in first.split()
+    assert "SharedArchiveFile" not in first
+    # two runs' dumps: one still being written (recent), one finished; the finished one is adopted
+    old, fresh = Path(f"{archive}.111.tmp"), Path(f"{archive}.222.tmp")
+    old.write_bytes(b"finished archive")
+    fresh.write_bytes(b"being written")
+    past = time.time() - session.CDS_SETTLE_S - 5
+    os.utime(old, (past, past))
+    second = merged_conf(None)["spark.driver.extraJavaOptions"]
+    assert f"-XX:SharedArchiveFile={archive}" in second.split()
+    assert archive.read_bytes() == b"finished archive" and not old.exists() and fresh.exists()
+    assert "SharedArchiveFile" not in merged_conf({"spark.gbinlog.cds": "off"})["spark.driver.extraJavaOptions"]
+    mine = merged_conf({"spark.driver.extraJavaOptions": "-XX:SharedArchiveFile=/elsewhere.jsa"})
+    assert mine["spark.driver.extraJavaOptions"].count("SharedArchiveFile") == 1
 
 
 def test_no_java_is_a_clear_message(monkeypatch, tmp_path):

@@ -120,13 +120,15 @@ def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = 
 
 # -- one range (executor) ---------------------------------------------------------------------------
 
-def render_range(settings: RangeSettings, entries: list, rng: int, streams: list[Iterator]) -> dict:
+def render_range(settings: RangeSettings, entries: list, rng: int, streams: list[Iterator],
+                 membership=None) -> dict:
     """One output range: the DNs' transactions in it (``streams``, per DN in DN order) → merged,
     shaped, rendered into one range file; returns its summary (``shuffle.SUMMARY``'s fields).
 
     Also reports what the driver needs for state.json and the cluster rule: per DN the newest
     restart point carried and the last vtso, and the broadcast transactions (heartbeats, marks,
-    instructions) whose DN set differs from the one before (checking those checks them all)."""
+    instructions) whose DN set differs from the one before (checking those checks them all).
+    ``membership``: the merge's ``merger.Membership`` (the caller reads which DNs left in it)."""
     from binlog import kernel
     from dumper.cluster import BROADCAST_KINDS
     from dumper.global_binlog import BEGIN_HEAD, encode_txn, file_start
@@ -157,7 +159,7 @@ def render_range(settings: RangeSettings, entries: list, rng: int, streams: list
     pos = len(head)
     with open(Path(settings.tmp_dir, f"range-{rng:05d}"), "wb") as fh:
         out = bytearray(head)
-        for g in merge(streams):
+        for g in merge(streams, membership=membership):
             txns += 1
             vtso = last_vtso = g.vtso
             for b in g.branches:
@@ -221,6 +223,19 @@ def default_ranges(dns: Sequence[DnSpec], max_file_size: int, cores: int = 1) ->
     place anyway (GTIDs are put in then), except for a single range without GTIDs (renamed)."""
     cores = max(1, cores)
     return cores * math.ceil(max(1, math.ceil(input_bytes(dns) / max_file_size)) / cores)
+
+
+def executor_cores(sc) -> int:
+    """The cores tasks run on: N of a ``local[N]`` master (``*``: this machine's), else Spark's
+    default parallelism (``spark.default.parallelism``, 4 by default here; set it to the cluster's
+    cores)."""
+    import re
+
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", sc.master)
+    if m is None:
+        return max(1, sc.defaultParallelism)
+    n = m.group(1)
+    return (os.cpu_count() or 1) if n == "*" else int(n or 1)
 
 
 def _check_output(out: Path) -> None:
@@ -435,9 +450,12 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     dns = dn_specs(dn_dirs)
     spark, own, (server_ids, samples) = _session_and_inputs(spark, master, conf, dns, check_cluster)
     try:
+        exchange = _setting(spark, conf, "exchange", "reread")
         if ranges is None:
             setting = _setting(spark, conf, "ranges", None)
-            ranges = int(setting) if setting else default_ranges(dns, max_file_size, spark.sparkContext.defaultParallelism)
+            cores = spark.sparkContext.defaultParallelism
+            ranges = int(setting) if setting else \
+                executor_cores(spark.sparkContext) if exchange == "reread" else default_ranges(dns, max_file_size, cores)
         plan = plan_build(dns, ranges, splits, samples)
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / TMP_DIR
@@ -446,7 +464,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         settings = RangeSettings(str(tmp), [d.dn for d in dns], plan.bounds, server_id, server_version,
                                  heartbeat_interval, on_error)
         timings = {"plan": time.perf_counter() - t0}
-        rows, history = run_ranges(spark, plan, settings, timings, _setting(spark, conf, "exchange", "reread"))
+        rows, history = run_ranges(spark, plan, settings, timings, exchange)
         t1 = time.perf_counter()
         try:
             check_members(rows, dns)
@@ -465,7 +483,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
                                    "max_file_size": max_file_size, "heartbeat_interval": heartbeat_interval,
                                    "gtids": gtids})
     timings["finish"] = time.perf_counter() - t1
-    result.timings = timings
+    result.timings = {**timings, **result.timings}
     result.ranges = len(plan.pkeys)
     result.seconds = time.perf_counter() - t0
     return result

@@ -14,6 +14,7 @@ sit where they belong (one range, one file) is renamed instead of copied.
 from __future__ import annotations
 
 import os
+import time
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -144,6 +145,7 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
     from dumper.global_binlog import BASE, file_name, file_start, rotate_event, write_index
     from dumper.gtid import GTID_EVENT_LEN, cluster_identity, gtid_uuid, sid_of
 
+    t0 = time.perf_counter()
     fde_len = len(file_start(server_id=server_id, server_version=server_version))
     layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows],
                         max_file_size=max_file_size, fde_len=fde_len, file_name=file_name, gtids=gtids)
@@ -172,12 +174,14 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
                 fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts, server_id=server_id))
                 fh.truncate()
         result.files.append(f.name)
+    t1 = time.perf_counter()
     if jobs:
         tasks = [(str(tmp / f"range-{rng:05d}"), str(out), segs) for rng, segs in sorted(jobs.items())]
         try:
             spark.sparkContext.parallelize(tasks, len(tasks)).map(_copy_task).collect()
         except Exception as exc:
             reraise(exc)
+    t2 = time.perf_counter()
     for name in result.files:
         fd = os.open(out / name, os.O_RDONLY)
         try:
@@ -185,6 +189,7 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
         finally:
             os.close(fd)
     write_index(out, result.files, BASE)
+    result.timings.update({"files: layout": t1 - t0, "files: copies": t2 - t1, "files: fsync": time.perf_counter() - t2})
     result.txns = sum(r["txns"] for r in rows)
     result.written = sum(r["written"] for r in rows)
     result.events = sum(r["events"] for r in rows) + (result.written if gtids else 0)
