@@ -11,7 +11,7 @@ The job (DESIGN.md §5):
    and physical DDLs → the schema history (``schema_shaper.collect_history``) on the driver. No
    transaction enters the JVM (``spark.gbinlog.exchange=shuffle``: the earlier Spark shuffle of
    Arrow rows, persisted, kept for comparison — bench/spark.py measures both).
-3. One Python task per range (``write_range_files`` → ``render_range``): the DNs' exchange files of
+3. One Python task per range (``write_range_files`` → ``render.render_range``): the DNs' exchange files of
    that range → ``merger.merge`` (branch join, trace merge) → ``Shaper.from_history(history,
    range start)`` → ``dumper.encode_txn`` → one range file. It returns a one-row summary (counts,
    restart points, broadcasts, each transaction's size and timestamp).
@@ -55,6 +55,10 @@ class RangeSettings:
     heartbeat_interval: int
     on_error: str = "raise"
     left: dict[str, str] = field(default_factory=dict)   # scale-in: DN → instruction vtso (exchange.scale_in)
+    # the first range written in place, as the local writer writes it (``render.FinalFiles``)
+    out_dir: str = ""
+    max_file_size: int = 0
+    gtids: bool = False
 
 
 @dataclass
@@ -120,92 +124,11 @@ def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = 
 
 # -- one range (executor) ---------------------------------------------------------------------------
 
-def render_range(settings: RangeSettings, entries: list, rng: int, streams: list[Iterator],
-                 membership=None) -> dict:
-    """One output range: the DNs' transactions in it (``streams``, per DN in DN order) → merged,
-    shaped, rendered into one range file; returns its summary (``shuffle.SUMMARY``'s fields).
-
-    Also reports what the driver needs for state.json and the cluster rule: per DN the newest
-    restart point carried and the last vtso, and the broadcast transactions (heartbeats, marks,
-    instructions) whose DN set differs from the one before (checking those checks them all).
-    ``membership``: the merge's ``merger.Membership`` (the caller reads which DNs left in it)."""
-    from binlog import kernel
-    from dumper.cluster import BROADCAST_KINDS
-    from dumper.global_binlog import BEGIN_HEAD, encode_txn, file_start
-    from extractor.model import TxnKind
-    from extractor.vtso import vtso_timestamp
-    from gbinlog.spark_engine.exchange import until
-    from gbinlog.spark_engine.layout import pack_u32
-    from gbinlog.spark_engine.xkernel import count_events
-    from merger import merge
-    from schema_shaper import Shaper
-    from schema_shaper.rows import PASS
-
-    t0 = time.perf_counter()
-    streams = [until(s, settings.left.get(dn)) for dn, s in zip(settings.dns, streams, strict=False)]
-    upto = settings.bounds[rng - 1] if rng > 0 else "0" * 54
-    shaper = Shaper.from_history(entries, upto, on_error=settings.on_error)
-    shape_txn, plans, frame_pass_txn, dml = shaper.shape_txn, shaper.plans, kernel.frame_pass_txn, TxnKind.DML
-    sid, hb = settings.server_id, settings.heartbeat_interval
-    head = file_start(server_id=sid, server_version=settings.server_version, timestamp=0)
-    txns = events = 0
-    last_vtso = first_written = last_written = None
-    points: dict[str, list] = {}
-    last_of: dict[str, str] = {}
-    broadcasts: list[list] = []
-    prev_dns: list[str] | None = None
-    sizes: list[int] = []
-    stamps: list[int] = []
-    pos = len(head)
-    with open(Path(settings.tmp_dir, f"range-{rng:05d}"), "wb") as fh:
-        out = bytearray(head)
-        for g in merge(streams, membership=membership):
-            txns += 1
-            vtso = last_vtso = g.vtso
-            for b in g.branches:
-                last_of[b.dn] = vtso
-                if b.restart is not None:
-                    points[b.dn] = list(b.restart)
-            kind = g.kind
-            if kind in BROADCAST_KINDS:
-                dns = sorted({b.dn for b in g.branches})
-                if dns != prev_dns:
-                    broadcasts.append([vtso, dns])
-                    prev_dns = dns
-            ts = vtso_timestamp(vtso)
-            at = len(out)
-            # the local writer's hot path (GlobalBinlog.append_passed): a pass-through DML transaction
-            # shaped and framed in one kernel call; anything else shaped and encoded the general way
-            n = frame_pass_txn(out, pos, ts, sid, BEGIN_HEAD, g.blocks, g.branches, vtso, plans, PASS) \
-                if kind is dml else -1
-            if n < 0:
-                data = encode_txn(shape_txn(g), pos, sid, heartbeat_interval=hb)
-                if not data:
-                    continue
-                out += data
-                n = count_events(data)
-            pos += len(out) - at
-            sizes.append(len(out) - at)
-            stamps.append(ts)
-            events += n
-            last_written = vtso
-            first_written = first_written or vtso
-            if len(out) >= 1 << 22:
-                fh.write(out)
-                out.clear()
-        fh.write(out)     # no fsync: a temporary file; the final files are synced once placed
-    info = {"points": points, "last_of": last_of, "broadcasts": broadcasts}
-    return {"rng": rng, "txns": txns, "written": len(sizes), "events": events, "size": pos,
-            "first_ts": stamps[0] if stamps else -1, "last_ts": stamps[-1] if stamps else -1,
-            "last_vtso": last_vtso, "last_written_vtso": last_written, "first_written_vtso": first_written,
-            "info": json.dumps(info), "sizes": pack_u32(sizes), "stamps": pack_u32(stamps),
-            "seconds": time.perf_counter() - t0}
-
-
 @in_task
 def write_range_files(settings: RangeSettings, plan: ReadPlan, history, rng: int) -> Iterator[dict]:
     """Task (``exchange=files``): output range ``rng`` from the exchange files → ``render_range``."""
     from gbinlog.spark_engine.exchange import range_streams
+    from gbinlog.spark_engine.render import render_range
 
     entries = history.value if hasattr(history, "value") else history
     cpu = time.process_time()
@@ -462,16 +385,21 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         settings = RangeSettings(str(tmp), [d.dn for d in dns], plan.bounds, server_id, server_version,
-                                 heartbeat_interval, on_error)
+                                 heartbeat_interval, on_error, out_dir=str(out), max_file_size=max_file_size,
+                                 gtids=gtids)
         timings = {"plan": time.perf_counter() - t0}
-        rows, history = run_ranges(spark, plan, settings, timings, exchange)
-        t1 = time.perf_counter()
         try:
-            check_members(rows, dns)
-            result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id,
-                                  server_version=server_version, max_file_size=max_file_size, gtids=gtids)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            rows, history = run_ranges(spark, plan, settings, timings, exchange)
+            t1 = time.perf_counter()
+            try:
+                check_members(rows, dns)
+                result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id,
+                                      server_version=server_version, max_file_size=max_file_size, gtids=gtids)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            remove_binlog_files(out)   # the first range writes in place: no partial build is left
+            raise
         timings["files"] = time.perf_counter() - t1
     finally:
         if own:
@@ -487,6 +415,17 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     result.ranges = len(plan.pkeys)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def remove_binlog_files(out: Path) -> None:
+    """The global binlog files and index of a failed build (the directory held none before it)."""
+    from dumper.global_binlog import BASE
+    from dumper.recovery import list_files
+
+    if not out.is_dir():
+        return
+    for name in [*list_files(out), f"{BASE}.index"]:
+        (out / name).unlink(missing_ok=True)
 
 
 def check_members(rows: list[dict], dns: Sequence[DnSpec]) -> None:

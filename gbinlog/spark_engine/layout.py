@@ -46,6 +46,7 @@ class FilePlan:
     rotate_ts: int | None = None   # None: the last file, no ROTATE
     segments: list[Segment] = field(default_factory=list)
     gno_before: int = 0            # GTIDs: transactions written before this file
+    in_place: bool = False         # written by the first range's writer (its head, and ROTATE if ended)
 
 
 @dataclass
@@ -65,14 +66,19 @@ def unpack_u32(data: bytes) -> array:
 
 
 def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fde_len: int,
-               file_name, gtids: bool = False) -> Layout:
+               file_name, gtids: bool = False, placed: dict | None = None,
+               segment_size: int | None = None) -> Layout:
     """``ranges``: ``(rng, sizes, timestamps)`` of the written transactions of each range, in range
     order (each range file starts with an FDE of ``fde_len`` bytes). The files the local writer
     makes of the same transactions: it opens a file at the first written transaction (FDE stamped
     with its timestamp), and after a transaction that takes the file to ``max_file_size`` or more
     it ends the file with ROTATE and opens the next one (FDE stamped with that transaction's
     timestamp) at once. ``gtids``: the final files also hold a PREVIOUS_GTIDS after each FDE and a
-    GTID event before each transaction (``dumper.gtid``), which the range files lack."""
+    GTID event before each transaction (``dumper.gtid``), which the range files lack.
+
+    ``placed``: what the first range's writer already wrote in the output directory (its files,
+    the end of the last one, the last gno and the transactions in that file: ``render.FinalFiles``), where the layout goes on. ``segment_size``: a segment ends after the transaction
+    that takes it to this size (more, smaller copy tasks)."""
     from dumper.gtid import GTID_EVENT_LEN, previous_gtids_len
 
     files: list[FilePlan] = []
@@ -85,6 +91,13 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
     def head() -> int:
         return fde_len + (previous_gtids_len(gno) if gtids else 0)
 
+    if placed and placed["files"]:
+        files = [FilePlan(name, 0, in_place=True) for name in placed["files"]]
+        cur = files[-1]
+        pos = cur.end = placed["position"]
+        gno, seq = placed["gno"], placed["file_txns"]
+        last_mark = tuple(placed["last_marker"]) if placed["last_marker"] else None
+    cap = segment_size or 1 << 62
     for rng, sizes, stamps in ranges:
         rel = fde_len
         seg: Segment | None = None
@@ -94,7 +107,7 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
                 files.append(cur)
                 pos = head()
                 seq = 0
-            if seg is None or seg.file != cur.name:
+            if seg is None or seg.file != cur.name or seg.rel_end - seg.rel_start >= cap:
                 seg = Segment(rng, rel, rel, cur.name, pos, gno + 1, seq + 1)
                 cur.segments.append(seg)
             seg.rel_end += size
@@ -111,6 +124,9 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
                 pos = cur.end = head()
                 seq = 0
     return Layout(files, last_mark)
+
+
+COPY_SEGMENT = 32 << 20    # bytes of range file per copy task, at most about (whole transactions)
 
 
 def copy_segments(src: str, out_dir: str, segments: list[tuple]) -> int:
@@ -140,45 +156,57 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
                  max_file_size: int, gtids: bool = False):
     """Range files → the local engine's ``binlog.NNNNNN`` (``layout``): the driver plans the files
     and writes each FDE and ROTATE; a range already in place is renamed, the others are copied to
-    their offsets by tasks (in parallel); then fsync, ``binlog.index``. Fills ``result`` (a
-    ``BuildResult``)."""
+    their offsets by tasks (in parallel, ``COPY_SEGMENT`` bytes each); files the first range's
+    writer wrote in place (a row's ``direct``) are kept, the last one extended; then fsync,
+    ``binlog.index``. Fills ``result`` (a ``BuildResult``)."""
     from dumper.global_binlog import BASE, file_name, file_start, rotate_event, write_index
     from dumper.gtid import GTID_EVENT_LEN, cluster_identity, gtid_uuid, sid_of
 
     t0 = time.perf_counter()
     fde_len = len(file_start(server_id=server_id, server_version=server_version))
-    layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows],
-                        max_file_size=max_file_size, fde_len=fde_len, file_name=file_name, gtids=gtids)
+    direct = next((r for r in rows if r.get("direct")), None)
+    layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows if r is not direct],
+                        max_file_size=max_file_size, fde_len=fde_len, file_name=file_name, gtids=gtids,
+                        placed=direct["direct"] if direct else None, segment_size=COPY_SEGMENT)
     first = next((r["first_written_vtso"] for r in rows if r["written"]), None)
     sid = sid_of(gtid_uuid(cluster_identity(first))) if gtids and first else None
     result.range_seconds = [r["seconds"] for r in rows]
     size_of = {r["rng"]: r["size"] for r in rows}
-    jobs: dict[int, list] = {}
+    jobs: list[tuple] = []
     for f in layout.files:
         path = out / f.name
         segs = f.segments
-        if sid is None and len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len \
+        result.files.append(f.name)
+        if f.in_place:   # the first range's writer wrote its head (and its ROTATE, if it ended it)
+            if segs or f.rotate_ts is not None:
+                with open(path, "r+b") as fh:
+                    fh.truncate(f.end)
+                    if f.rotate_ts is not None:
+                        fh.seek(f.end)
+                        fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts,
+                                              server_id=server_id))
+        elif sid is None and len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len \
                 and segs[0].rel_end == size_of[segs[0].rng]:
             os.replace(tmp / f"range-{segs[0].rng:05d}", path)   # already where it belongs
+            segs = []
         else:
             with open(path, "wb") as fh:
                 fh.truncate(f.end)
-            for sg in segs:
-                jobs.setdefault(sg.rng, []).append((sg.rel_start, sg.rel_end, sg.file, sg.start, sg.first_gno,
-                                                    sg.first_seq, sid))
-        with open(path, "r+b") as fh:
-            fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts,
-                                previous_gtids=(sid, f.gno_before) if gtids else None))
-            if f.rotate_ts is not None:
-                fh.seek(f.end)
-                fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts, server_id=server_id))
-                fh.truncate()
-        result.files.append(f.name)
+        jobs += [(str(tmp / f"range-{sg.rng:05d}"), str(out),
+                  [(sg.rel_start, sg.rel_end, sg.file, sg.start, sg.first_gno, sg.first_seq, sid)]) for sg in segs]
+        if not f.in_place:
+            with open(path, "r+b") as fh:
+                fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts,
+                                    previous_gtids=(sid, f.gno_before) if gtids else None))
+                if f.rotate_ts is not None:
+                    fh.seek(f.end)
+                    fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts,
+                                          server_id=server_id))
+                    fh.truncate()
     t1 = time.perf_counter()
     if jobs:
-        tasks = [(str(tmp / f"range-{rng:05d}"), str(out), segs) for rng, segs in sorted(jobs.items())]
         try:
-            spark.sparkContext.parallelize(tasks, len(tasks)).map(_copy_task).collect()
+            spark.sparkContext.parallelize(jobs, len(jobs)).map(_copy_task).collect()
         except Exception as exc:
             reraise(exc)
     t2 = time.perf_counter()

@@ -12,9 +12,11 @@ extraction itself (bench/spark.py). Here nothing but small summaries leaves a ta
    the last boundary, and where the DN stands (``exchange.scale_in``: which DNs left, and where).
 2. ``write_range_reread`` (one task per output range): per DN, ``extract`` from the range's start
    point, transactions below the range skipped, stopped at the first one at or above its end →
-   ``batch.render_range``, as with the exchange. The last range, which the scan did not read,
+   ``render.render_range``, as with the exchange. The last range, which the scan did not read,
    reports its own history entries and the DNs that left in it (its merge decides that as a
-   whole build's merge does: each DN's stream there runs to the DN's end).
+   whole build's merge does: each DN's stream there runs to the DN's end). The first range is
+   written in place by the local engine's writer (``render.FinalFiles``): only the
+   others' bytes are copied into the files afterwards.
 
 Ranges default to one per executor core: the scan then reads all but the last 1/cores of the
 input, and each writer re-reads its share once. Measured on 2.35 GB (bench/spark.py): the scan and
@@ -144,9 +146,9 @@ def _capture(txns: Iterator, into: list) -> Iterator:
 @in_task
 def write_range_reread(settings, plan: ReadPlan, history, starts: list[list], rng: int) -> Iterator[dict]:
     """Task (``exchange=reread``): output range ``rng``, its DNs read from ``starts`` →
-    ``batch.render_range``. The last range also returns its history transactions (``history``)
+    ``render.render_range``. The last range also returns its history transactions (``history``)
     and the DNs its merge saw leave (``left``)."""
-    from gbinlog.spark_engine.batch import render_range
+    from gbinlog.spark_engine.render import render_range
     from merger.membership import Membership
 
     entries = history.value if hasattr(history, "value") else history
@@ -160,7 +162,7 @@ def write_range_reread(settings, plan: ReadPlan, history, starts: list[list], rn
     if hi is None:
         streams = [_capture(s, into) for s, into in zip(streams, captured, strict=True)]
         membership = Membership()
-    row = render_range(settings, entries, rng, streams, membership)
+    row = render_range(settings, entries, rng, streams, membership, direct=rng == 0)
     if membership is not None:
         # in DN order, as the scan's: of a mark every DN carries, the first DN's is kept
         row["history"], row["left"] = [e for into in captured for e in into], dict(membership.left)

@@ -1,0 +1,172 @@
+"""One output range of the Spark batch build: its DNs' transactions merged, shaped and written.
+
+``render_range`` is the writer task's body for every exchange. It writes a range file (events
+positioned as if that file were a binlog file, FDE first; ``layout`` later copies its bytes into
+the final files), or — the first range of ``exchange=reread`` — the final files themselves, with the
+local engine's writer (``GlobalBinlog``), so those bytes are never copied.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+class RangeFile:
+    """A range file: the local writer's framing (``kernel.frame_pass_txn`` for a pass-through DML
+    transaction, else ``encode_txn`` of the shaped one) into a buffer written every 4 MB."""
+
+    def __init__(self, settings, rng: int, shaper) -> None:
+        from dumper.global_binlog import file_start
+
+        self.settings, self.shaper = settings, shaper
+        self.out = bytearray(file_start(server_id=settings.server_id, server_version=settings.server_version,
+                                        timestamp=0))
+        self.pos = len(self.out)
+        self.events = 0
+        self.fh = open(Path(settings.tmp_dir, f"range-{rng:05d}"), "wb")  # noqa: SIM115 - closed by close()
+
+    def write(self, g, dml: bool, ts: int) -> int:
+        """The bytes ``g`` took (0: nothing written)."""
+        from binlog import kernel
+        from dumper.global_binlog import BEGIN_HEAD, encode_txn
+        from gbinlog.spark_engine.xkernel import count_events
+        from schema_shaper.rows import PASS
+
+        out, pos, sid = self.out, self.pos, self.settings.server_id
+        at = len(out)
+        n = kernel.frame_pass_txn(out, pos, ts, sid, BEGIN_HEAD, g.blocks, g.branches, g.vtso, self.shaper.plans,
+                                  PASS) if dml else -1
+        if n < 0:
+            data = encode_txn(self.shaper.shape_txn(g), pos, sid, heartbeat_interval=self.settings.heartbeat_interval)
+            if not data:
+                return 0
+            out += data
+            n = count_events(data)
+        size = len(out) - at
+        self.pos += size
+        self.events += n
+        if len(out) >= 1 << 22:
+            self.fh.write(out)
+            out.clear()
+        return size
+
+    def close(self, ok: bool) -> dict | None:
+        try:
+            if ok:
+                self.fh.write(self.out)     # no fsync: a temporary file; the final files are synced once placed
+        finally:
+            self.fh.close()
+        return None
+
+
+class FinalFiles:
+    """The first range written into the output directory by ``GlobalBinlog`` as the local
+    pipeline writes (``append_passed``, else ``append`` of the shaped transaction); sizes are
+    reported without the GTID events, as the range files' (``layout`` adds them)."""
+
+    def __init__(self, settings, rng: int, shaper) -> None:
+        from dumper.global_binlog import GlobalBinlog
+        from dumper.gtid import GTID_EVENT_LEN
+
+        self.settings, self.shaper = settings, shaper
+        self.writer = GlobalBinlog(settings.out_dir, server_id=settings.server_id,
+                                   server_version=settings.server_version, max_file_size=settings.max_file_size,
+                                   heartbeat_interval=settings.heartbeat_interval, gtids=settings.gtids,
+                                   buffer_size=4 << 20)
+        self.gtid_len = GTID_EVENT_LEN if settings.gtids else 0
+        self.pos = 0
+
+    def write(self, g, dml: bool, ts: int) -> int:
+        size = self.writer.append_passed(g, self.shaper.plans) if dml else None
+        if size is None:
+            size = self.writer.append(self.shaper.shape_txn(g))
+        return size - self.gtid_len if size else 0
+
+    @property
+    def events(self) -> int:
+        w = self.writer
+        return w.events_written - (w.txns_written if self.settings.gtids else 0)
+
+    def close(self, ok: bool) -> dict | None:
+        """Flushed and synced (final files); where the writer ended (``layout.plan_files``'s
+        ``placed``). After a failure the driver removes the files (``batch.remove_binlog_files``)."""
+        from dumper.global_binlog import DumperError
+
+        w = self.writer
+        if not ok:
+            try:
+                w.close()
+            except (OSError, DumperError):
+                pass
+            return None
+        w.close()
+        return {"files": w.files, "position": w.position, "gno": w.gno, "file_txns": w.file_txns,
+                "last_marker": w.last_marker}
+
+
+def render_range(settings, entries: list, rng: int, streams: list[Iterator], membership=None,
+                 direct: bool = False) -> dict:
+    """One output range: the DNs' transactions in it (``streams``, per DN in DN order) → merged,
+    shaped, written (``RangeFile``, or with ``direct`` ``FinalFiles``); returns its summary
+    (``shuffle.SUMMARY``'s fields, and ``direct``: where the final files end, or None).
+
+    Also reports what the driver needs for state.json and the cluster rule: per DN the newest
+    restart point carried and the last vtso, and the broadcast transactions (heartbeats, marks,
+    instructions) whose DN set differs from the one before (checking those checks them all).
+    ``membership``: the merge's ``merger.Membership`` (the caller reads which DNs left in it)."""
+    from dumper.cluster import BROADCAST_KINDS
+    from extractor.model import TxnKind
+    from extractor.vtso import vtso_timestamp
+    from gbinlog.spark_engine.exchange import until
+    from gbinlog.spark_engine.layout import pack_u32
+    from merger import merge
+    from schema_shaper import Shaper
+
+    t0 = time.perf_counter()
+    streams = [until(s, settings.left.get(dn)) for dn, s in zip(settings.dns, streams, strict=False)]
+    upto = settings.bounds[rng - 1] if rng > 0 else "0" * 54
+    shaper = Shaper.from_history(entries, upto, on_error=settings.on_error)
+    sink = (FinalFiles if direct else RangeFile)(settings, rng, shaper)
+    write, dml = sink.write, TxnKind.DML
+    txns = 0
+    last_vtso = first_written = last_written = None
+    points: dict[str, list] = {}
+    last_of: dict[str, str] = {}
+    broadcasts: list[list] = []
+    prev_dns: list[str] | None = None
+    sizes: list[int] = []
+    stamps: list[int] = []
+    ok = False
+    try:
+        for g in merge(streams, membership=membership):
+            txns += 1
+            vtso = last_vtso = g.vtso
+            for b in g.branches:
+                last_of[b.dn] = vtso
+                if b.restart is not None:
+                    points[b.dn] = list(b.restart)
+            kind = g.kind
+            if kind in BROADCAST_KINDS:
+                dns = sorted({b.dn for b in g.branches})
+                if dns != prev_dns:
+                    broadcasts.append([vtso, dns])
+                    prev_dns = dns
+            ts = vtso_timestamp(vtso)
+            size = write(g, kind is dml, ts)
+            if size:
+                sizes.append(size)
+                stamps.append(ts)
+                last_written = vtso
+                first_written = first_written or vtso
+        ok = True
+    finally:
+        placed = sink.close(ok)
+    info = {"points": points, "last_of": last_of, "broadcasts": broadcasts}
+    return {"rng": rng, "txns": txns, "written": len(sizes), "events": sink.events, "size": sink.pos,
+            "first_ts": stamps[0] if stamps else -1, "last_ts": stamps[-1] if stamps else -1,
+            "last_vtso": last_vtso, "last_written_vtso": last_written, "first_written_vtso": first_written,
+            "info": json.dumps(info), "sizes": pack_u32(sizes), "stamps": pack_u32(stamps),
+            "seconds": time.perf_counter() - t0, "direct": placed}
