@@ -33,10 +33,11 @@ def extensions() -> list:
         from Cython.Build import cythonize
     except ImportError:
         return framing
-    return framing + cythonize([Extension("binlog._kernel", ["binlog/_kernel.pyx"], libraries=["z"],
-                                          extra_compile_args=["-O2", "-g0"]),
+    crc = {"include_dirs": ["binlog"], "depends": ["binlog/gb_crc32.h"], "libraries": ["z"]}
+    return framing + cythonize([Extension("binlog._kernel", ["binlog/_kernel.pyx"], extra_compile_args=["-O2", "-g0"],
+                                          **crc),
                                 Extension("gbinlog.spark_engine._xkernel", ["gbinlog/spark_engine/_xkernel.pyx"],
-                                          libraries=["z"], extra_compile_args=["-O2", "-g0"]),
+                                          extra_compile_args=["-O2", "-g0"], **crc),
                                 Extension("extractor._sort", ["extractor/_sort.pyx"], extra_compile_args=["-O2", "-g0"])],
                                language_level=3, quiet=True)
 

@@ -19,8 +19,12 @@ cdef extern from "Python.h":
     void *PyUnicode_DATA(object o)
 
 
-cdef extern from "zlib.h":
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int length) nogil
+cdef extern from "gb_crc32.h":   # binlog/gb_crc32.h: PCLMULQDQ CRC-32, zlib's without it
+    void gb_crc_init()
+    unsigned long crc32 "gb_crc32"(unsigned long crc, const unsigned char *buf, unsigned int length) nogil
+
+
+gb_crc_init()
 
 
 cdef enum:

@@ -105,6 +105,8 @@ def default_conf() -> dict[str, str]:
         # Executors' Python workers must import this project: the same interpreter (venv).
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        # workers forked with the batch build's modules already imported (daemon.py)
+        "spark.python.daemon.module": "gbinlog.spark_engine.daemon",
     }
 
 
