@@ -53,7 +53,9 @@ def test_status_and_metrics_of_a_running_service(tmp_path):
     client = None
     try:
         svc.start()
-        wait_for(lambda: (out / "binlog.000001").exists(), 20, "the first global binlog file")
+        # the index, not the file: the writer creates the file, then lists it (the endpoint reads the index)
+        index = out / "binlog.index"
+        wait_for(lambda: index.exists() and "binlog.000001" in index.read_text(), 20, "the first global binlog file")
         client = ReplicationSource("replica77", "127.0.0.1", server_port, REPL_USER, REPL_PASSWORD, server_id=77)
         got: list = []
         reader = threading.Thread(target=lambda: [got.extend(evs) for _, evs in client.files()], daemon=True)
