@@ -19,7 +19,10 @@ class RangeFile:
     transaction, else ``encode_txn`` of the shaped one) into a buffer written every 4 MB."""
 
     def __init__(self, settings, rng: int, shaper) -> None:
-        from dumper.global_binlog import file_start
+        from binlog import kernel
+        from dumper.global_binlog import BEGIN_HEAD, encode_txn, file_start
+        from gbinlog.spark_engine.xkernel import count_events
+        from schema_shaper.rows import PASS
 
         self.settings, self.shaper = settings, shaper
         self.out = bytearray(file_start(server_id=settings.server_id, server_version=settings.server_version,
@@ -27,24 +30,22 @@ class RangeFile:
         self.pos = len(self.out)
         self.events = 0
         self.fh = open(Path(settings.tmp_dir, f"range-{rng:05d}"), "wb")  # noqa: SIM115 - closed by close()
+        # bound once: ``write`` runs once per transaction
+        self._frame, self._head, self._plans, self._pass = kernel.frame_pass_txn, BEGIN_HEAD, shaper.plans, PASS
+        self._encode, self._count = encode_txn, count_events
 
     def write(self, g, dml: bool, ts: int) -> int:
         """The bytes ``g`` took (0: nothing written)."""
-        from binlog import kernel
-        from dumper.global_binlog import BEGIN_HEAD, encode_txn
-        from gbinlog.spark_engine.xkernel import count_events
-        from schema_shaper.rows import PASS
-
         out, pos, sid = self.out, self.pos, self.settings.server_id
         at = len(out)
-        n = kernel.frame_pass_txn(out, pos, ts, sid, BEGIN_HEAD, g.blocks, g.branches, g.vtso, self.shaper.plans,
-                                  PASS) if dml else -1
+        n = self._frame(out, pos, ts, sid, self._head, g.blocks, g.branches, g.vtso, self._plans, self._pass) \
+            if dml else -1
         if n < 0:
-            data = encode_txn(self.shaper.shape_txn(g), pos, sid, heartbeat_interval=self.settings.heartbeat_interval)
+            data = self._encode(self.shaper.shape_txn(g), pos, sid, heartbeat_interval=self.settings.heartbeat_interval)
             if not data:
                 return 0
             out += data
-            n = count_events(data)
+            n = self._count(data)
         size = len(out) - at
         self.pos += size
         self.events += n
@@ -126,7 +127,8 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
     from schema_shaper import Shaper
 
     t0 = time.perf_counter()
-    streams = [until(s, settings.left.get(dn)) for dn, s in zip(settings.dns, streams, strict=False)]
+    left = settings.left
+    streams = [until(s, left[dn]) if dn in left else s for dn, s in zip(settings.dns, streams, strict=False)]
     upto = settings.bounds[rng - 1] if rng > 0 else "0" * 54
     shaper = Shaper.from_history(entries, upto, on_error=settings.on_error)
     sink = (FinalFiles if direct else RangeFile)(settings, rng, shaper)
