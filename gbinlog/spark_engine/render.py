@@ -119,6 +119,7 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
     instructions) whose DN set differs from the one before (checking those checks them all).
     ``membership``: the merge's ``merger.Membership`` (the caller reads which DNs left in it)."""
     from dumper.cluster import BROADCAST_KINDS
+    from dumper.pipeline import fewer_gc_passes
     from extractor.model import TxnKind
     from extractor.vtso import vtso_timestamp
     from gbinlog.spark_engine.exchange import until
@@ -143,26 +144,27 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
     stamps: list[int] = []
     ok = False
     try:
-        for g in merge(streams, membership=membership):
-            txns += 1
-            vtso = last_vtso = g.vtso
-            for b in g.branches:
-                last_of[b.dn] = vtso
-                if b.restart is not None:
-                    points[b.dn] = list(b.restart)
-            kind = g.kind
-            if kind in BROADCAST_KINDS:
-                dns = sorted({b.dn for b in g.branches})
-                if dns != prev_dns:
-                    broadcasts.append([vtso, dns])
-                    prev_dns = dns
-            ts = vtso_timestamp(vtso)
-            size = write(g, kind is dml, ts)
-            if size:
-                sizes.append(size)
-                stamps.append(ts)
-                last_written = vtso
-                first_written = first_written or vtso
+        with fewer_gc_passes():   # as the local pipeline's loop: millions of short-lived containers
+            for g in merge(streams, membership=membership):
+                txns += 1
+                vtso = last_vtso = g.vtso
+                for b in g.branches:
+                    last_of[b.dn] = vtso
+                    if b.restart is not None:
+                        points[b.dn] = list(b.restart)
+                kind = g.kind
+                if kind in BROADCAST_KINDS:
+                    dns = sorted({b.dn for b in g.branches})
+                    if dns != prev_dns:
+                        broadcasts.append([vtso, dns])
+                        prev_dns = dns
+                ts = vtso_timestamp(vtso)
+                size = write(g, kind is dml, ts)
+                if size:
+                    sizes.append(size)
+                    stamps.append(ts)
+                    last_written = vtso
+                    first_written = first_written or vtso
         ok = True
     finally:
         placed = sink.close(ok)

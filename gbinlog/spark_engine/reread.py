@@ -43,6 +43,7 @@ def scan_part(plan: ReadPlan, index: int) -> Iterator[dict]:
     read the DN from for range ``r`` (``None``: from the DN's first event), for every boundary
     ``bounds[r - 1]`` that a transaction of this partition reaches: the newest point carried by a
     transaction of the partition below it, else the partition's own start (a restart point)."""
+    from dumper.pipeline import fewer_gc_passes
     from extractor.model import TxnKind
     from extractor.txn_codec import txn_fields
     from gbinlog.spark_engine.xkernel import encode_body
@@ -60,23 +61,24 @@ def scan_part(plan: ReadPlan, index: int) -> Iterator[dict]:
     k, nxt = 0, bounds[0] if bounds else None
     instruction = TxnKind.INSTRUCTION
     stop = bounds[-1] if bounds else ""
-    for t in part_txns(plan, index):
-        v = t.vtso
-        while nxt is not None and v >= nxt:
-            k += 1
-            crossed[k] = point
-            nxt = bounds[k] if k < len(bounds) else None
-        last = v
-        if v >= stop:     # the last range reports the rest itself
-            break
-        if t.restart is not None:
-            point = list(t.restart)
-        kind = t.kind
-        if kind in HISTORY_KINDS:
-            history.append((txn_fields(t), encode_body(t)))
-        elif kind is instruction and (storage := storage_change(t)) is not None:
-            instructions.append([v, storage])
-        txns += 1
+    with fewer_gc_passes():   # as the local pipeline's loop
+        for t in part_txns(plan, index):
+            v = t.vtso
+            while nxt is not None and v >= nxt:
+                k += 1
+                crossed[k] = point
+                nxt = bounds[k] if k < len(bounds) else None
+            last = v
+            if v >= stop:     # the last range reports the rest itself
+                break
+            if t.restart is not None:
+                point = list(t.restart)
+            kind = t.kind
+            if kind in HISTORY_KINDS:
+                history.append((txn_fields(t), encode_body(t)))
+            elif kind is instruction and (storage := storage_change(t)) is not None:
+                instructions.append([v, storage])
+            txns += 1
     yield {"part": index, "dn": plan.dns[part.dn_idx].dn, "crossed": crossed, "history": history,
            "instructions": instructions, "last": last, "txns": txns, "cpu": time.process_time() - cpu}
 
