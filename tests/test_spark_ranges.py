@@ -94,6 +94,9 @@ def test_range_bounds_balance_bytes_over_tso():
     # (the first range also holds the set-up: accounts loaded, bank.audit_log created, few rows)
     assert min(sizes) > 0.25 * max(sizes), sizes
     assert range_bounds(dns, 1) == [] and range_bounds([], 3) == []
+    # a smaller first range: its bound comes earlier, the others' stay in order after it
+    smaller = range_bounds(dns, 4, first_share=0.5)
+    assert len(smaller) == 3 and smaller == sorted(smaller) and smaller[0] < bounds[0]
 
 
 def test_replication_range_reads_a_dn_over_the_protocol_up_to_a_planned_end():

@@ -126,7 +126,7 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
     return Layout(files, last_mark)
 
 
-COPY_SEGMENT = 32 << 20    # bytes of range file per copy task, at most about (whole transactions)
+COPY_SEGMENT = 64 << 20    # bytes of range file per copy task, at most about (whole transactions)
 
 
 def copy_segments(src: str, out_dir: str, segments: list[tuple]) -> int:

@@ -140,9 +140,10 @@ def _bytes_below(points: list[tuple[int, int]], tso: int) -> float:
     return b0 + (b1 - b0) * (tso - t0) / (t1 - t0)
 
 
-def range_bounds(samples: list[list[tuple[int, int]]], n: int) -> list[str]:
+def range_bounds(samples: list[list[tuple[int, int]]], n: int, first_share: float = 1.0) -> list[str]:
     """``n - 1`` vtso boundaries splitting all DNs' bytes into ``n`` ranges of about equal size
-    (by the interpolated TSO → bytes curves). ``bounds[i]`` is the first vtso of range ``i + 1``."""
+    (by the interpolated TSO → bytes curves), the first one ``first_share`` of the others' size.
+    ``bounds[i]`` is the first vtso of range ``i + 1``."""
     samples = [s for s in samples if s]
     if n <= 1 or not samples:
         return []
@@ -151,7 +152,7 @@ def range_bounds(samples: list[list[tuple[int, int]]], n: int) -> list[str]:
     total = sum(s[-1][1] for s in samples)
     bounds: list[str] = []
     for k in range(1, n):
-        target = total * k / n
+        target = total * (first_share + k - 1) / (first_share + n - 1)
         a, b = lo, hi
         while a < b:  # smallest TSO with at least ``target`` bytes below it
             mid = (a + b) // 2
