@@ -1,12 +1,13 @@
 """The Spark engine against the local engine (issue 17, Must show 3). Not a test: prints numbers.
 
     .venv/bin/python bench/spark.py [--events 2000000] [--dns 4] [--dir /tmp/gbinlog-bench]
-                                    [--ranges 4] [--repeat 3] [--no-warm] [--no-whole] [--shuffle]
-                                    [--cluster] [--stream-seconds 20] [--tps 300]
+                                    [--ranges N] [--repeat 3] [--no-warm] [--no-whole] [--exchange reread]
+                                    [--files] [--shuffle] [--cluster] [--stream-seconds 20] [--tps 300]
 
 Must show 3, one command each (README's Performance rows):
     bench/spark.py --events 1000000 --repeat 3 --no-whole      # local[2] ÷ local[1], warm
-    bench/spark.py --events 21000000 --repeat 2 --no-warm      # the whole command vs local, 2.35 GB
+    bench/spark.py --events 21000000 --repeat 3 --no-warm      # the whole command vs local, 2.35 GB
+    bench/spark.py --events 70000000 --repeat 2 --no-warm      # the same on 7.8 GB
 
 Input: the simulator's ``bank`` workload on ``--dns`` DNs, ``--events`` DN events (cached in
 ``--dir``, shared with bench/order.py and bench/build.py; ``--events 21000000`` is ≈ 2 GB). The
@@ -20,8 +21,9 @@ the 1-minute load average next to each line (other work on the machine shows the
   ``local[2]``), session start, the first build, then ``--repeat`` builds; the phases of the best
   (plan; extract + exchange by range + schema history; merge/shape/render per range; file layout and
   copies; state) and the writer tasks' seconds; ``local[2] ÷ local[1]`` is the scaling;
-* ``--shuffle``: the same warm ``local[2]`` builds with ``spark.gbinlog.exchange=shuffle`` (the
-  Spark shuffle of Arrow rows the engine used before: for before/after);
+* ``--exchange`` (default ``reread``): the warm builds' ``spark.gbinlog.exchange``; ``--files`` /
+  ``--shuffle``: the same warm ``local[2]`` builds with the exchange through files / a Spark shuffle
+  of Arrow rows (the engine's earlier designs: for before/after);
 * ``--cluster``: a Spark standalone master and two 1-core workers on this box (``spark-class``,
   stopped by pid): the build with 1 and with 2 executor cores;
 * every Spark output is compared byte for byte with the local engine's (files and index);
@@ -119,7 +121,7 @@ def child_spark(root: Path, out: Path, master: str, ranges: int, repeat: int, ex
         dest = out if i == 0 else out.with_name(f"{out.name}-warm{i}")
         shutil.rmtree(dest, ignore_errors=True)
         cpu0, t1 = tree_cpu(os.getpid()), time.perf_counter()
-        r = build(dn_dirs(root), dest, spark=spark, ranges=ranges)
+        r = build(dn_dirs(root), dest, spark=spark, ranges=ranges or None)
         runs.append({"seconds": time.perf_counter() - t1, "cpu": tree_cpu(os.getpid()) - cpu0, "timings": r.timings,
                      "range_seconds": r.range_seconds, "dest": str(dest)})
     spark.stop()
@@ -247,7 +249,10 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--dns", type=int, default=4)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gbinlog-bench"))
-    ap.add_argument("--ranges", type=int, default=4)
+    ap.add_argument("--ranges", type=int, default=0, help="output ranges of the warm builds (0: the engine's default)")
+    ap.add_argument("--exchange", default="reread", choices=("reread", "files", "shuffle"),
+                    help="spark.gbinlog.exchange of the warm local[1]/local[2] builds")
+    ap.add_argument("--files", action="store_true", help="also warm local[2] builds with exchange=files")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
                     help="the in-session local[1]/local[2] builds (--no-warm: whole commands only)")
@@ -282,7 +287,9 @@ def main() -> None:
     elif args.warm:   # the reference bytes for the warm builds
         whole_command(["build", *dn_args], outs / "local")
     warm = {}
-    modes = [("local[1]", "files"), ("local[2]", "files")] + ([("local[2]", "shuffle")] if args.shuffle else [])
+    ex = args.exchange
+    modes = [("local[1]", ex), ("local[2]", ex)] + [("local[2]", other) for other, on in
+                                                    (("files", args.files), ("shuffle", args.shuffle)) if on and other != ex]
     modes = modes if args.warm else []
     for master, exchange in modes:
         name = f"spark-{master[6]}-{exchange}"
@@ -293,7 +300,7 @@ def main() -> None:
         warm[(master, exchange)] = best["seconds"]
         warm[(master, exchange, "median")] = statistics.median(x["seconds"] for x in rest)
         phases = ", ".join(f"{k} {v:.2f}" for k, v in best["timings"].items())
-        print(f"{master} exchange={exchange}, {args.ranges} ranges: session {r['session']:.1f} s, first build "
+        print(f"{master} exchange={exchange}, {args.ranges or 'default'} ranges: session {r['session']:.1f} s, first build "
               f"{first['seconds']:.1f} s; warm {_mm([x['seconds'] for x in rest])} s = "
               f"{events / best['seconds']:,.0f} events/s, CPU {_mm([x['cpu'] for x in rest])} s ({_load()}) "
               f"[best: {phases}; writer tasks {', '.join(f'{x:.2f}' for x in best['range_seconds'])} s]")
@@ -301,11 +308,10 @@ def main() -> None:
               f"{all(same_files(Path(x['dest']), outs / 'local') for x in r['runs'])}")
     if args.warm:
         print(f"scaling local[1] → local[2], warm: best of each "
-              f"{warm[('local[1]', 'files')] / warm[('local[2]', 'files')]:.2f}×, median of each "
-              f"{warm[('local[1]', 'files', 'median')] / warm[('local[2]', 'files', 'median')]:.2f}× ({_load()})")
-    if args.shuffle:
-        print(f"exchange files vs shuffle, local[2] warm: "
-              f"{warm[('local[2]', 'shuffle')] / warm[('local[2]', 'files')]:.2f}× faster")
+              f"{warm[('local[1]', ex)] / warm[('local[2]', ex)]:.2f}×, median of each "
+              f"{warm[('local[1]', ex, 'median')] / warm[('local[2]', ex, 'median')]:.2f}× ({_load()})")
+    for other in [m[1] for m in modes[2:]]:
+        print(f"exchange {ex} vs {other}, local[2] warm: {warm[('local[2]', other)] / warm[('local[2]', ex)]:.2f}× faster")
     if args.cluster:
         c = _child(["--child", "cluster", str(root), str(outs / "standalone"), str(args.ranges)])
         print(f"standalone master + 2 workers: 1 executor core {_mm(c['1'])} s, 2 cores {_mm(c['2'])} s "
