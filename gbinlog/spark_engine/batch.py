@@ -402,6 +402,8 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         except BaseException:
+            from gbinlog.spark_engine.render import remove_binlog_files
+
             remove_binlog_files(out)   # the first range writes in place: no partial build is left
             raise
         timings["files"] = time.perf_counter() - t1
@@ -419,17 +421,6 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     result.ranges = len(plan.pkeys)
     result.seconds = time.perf_counter() - t0
     return result
-
-
-def remove_binlog_files(out: Path) -> None:
-    """The global binlog files and index of a failed build (the directory held none before it)."""
-    from dumper.global_binlog import BASE
-    from dumper.recovery import list_files
-
-    if not out.is_dir():
-        return
-    for name in [*list_files(out), f"{BASE}.index"]:
-        (out / name).unlink(missing_ok=True)
 
 
 def check_members(rows: list[dict], dns: Sequence[DnSpec]) -> None:

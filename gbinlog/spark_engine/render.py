@@ -63,6 +63,17 @@ class RangeFile:
         return None
 
 
+def remove_binlog_files(out: Path) -> None:
+    """The global binlog files and index of a failed build (the directory held none before it)."""
+    from dumper.global_binlog import BASE
+    from dumper.recovery import list_files
+
+    if not out.is_dir():
+        return
+    for name in [*list_files(out), f"{BASE}.index"]:
+        (out / name).unlink(missing_ok=True)
+
+
 class FinalFiles:
     """The first range written into the output directory by ``GlobalBinlog`` as the local
     pipeline writes (``append_passed``, else ``append`` of the shaped transaction); sizes are
@@ -73,6 +84,8 @@ class FinalFiles:
         from dumper.gtid import GTID_EVENT_LEN
 
         self.settings, self.shaper = settings, shaper
+        # a retried task starts over: the files are this range's alone until the driver lays out the rest
+        remove_binlog_files(Path(settings.out_dir))
         self.writer = GlobalBinlog(settings.out_dir, server_id=settings.server_id,
                                    server_version=settings.server_version, max_file_size=settings.max_file_size,
                                    heartbeat_interval=settings.heartbeat_interval, gtids=settings.gtids,
