@@ -318,6 +318,9 @@ class BinlogFile:
                 self.events += 1
                 if self.start > off:
                     off = self._walk_to(data, off, ctx)
+                elif 4 < self.start < off and off - size == 4:
+                    raise MalformedEvent(f"start position {self.start} is not an event boundary",
+                                         source=source, offset=4)
             elif status == kernel.ST_BAD_SIZE:
                 raise ImpossibleEventSize(f"event size {size}", source=source, offset=off)
             elif size < HEADER_LEN + CRC_LEN:

@@ -38,6 +38,10 @@ def test_a_position_inside_an_event_is_refused():
     with pytest.raises(BinlogError, match="not an event boundary") as exc:
         list(BinlogFile(path, start=inside).records(_KINDS))
     assert exc.value.offset <= inside
+    with pytest.raises(BinlogError, match="not an event boundary"):     # inside the FDE
+        list(BinlogFile(path, start=10).records(_KINDS))
+    # a restart point right after the file's last event (as ``DirSource`` takes it): nothing more
+    assert list(BinlogFile(path, start=path.stat().st_size).records(_KINDS)) == []
     with pytest.raises(BinlogError, match="past the end"):
         list(BinlogFile(path, start=path.stat().st_size + 10).records(_KINDS))
 

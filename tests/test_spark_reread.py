@@ -17,9 +17,9 @@ from schema_shaper import collect_history
 from tests.spark_support import FIXTURES, dn_dirs
 
 
-def _settings(tmp: Path, plan, out: Path) -> RangeSettings:
+def _settings(tmp: Path, plan) -> RangeSettings:
     return RangeSettings(str(tmp), [d.dn for d in plan.dns], plan.bounds, 1, "5.7.44-gbinlog", 200,
-                         out_dir=str(out), max_file_size=1 << 30, gtids=False)
+                         max_file_size=1 << 30, gtids=False)
 
 
 def _history(parts: list[dict]) -> list:
@@ -36,7 +36,7 @@ def test_range_writers_equal_the_exchange_through_files(tmp_path, fixture):
     for exchange in ("files", "reread"):
         tmp = tmp_path / exchange
         tmp.mkdir()
-        settings = _settings(tmp, plan, tmp_path / f"out-{exchange}")
+        settings = _settings(tmp, plan)
         if exchange == "files":
             parts = [r for i in range(len(plan.parts)) for r in extract_part(plan, str(tmp), i)]
         else:
@@ -58,24 +58,30 @@ def test_range_writers_equal_the_exchange_through_files(tmp_path, fixture):
         assert (tmp_path / "reread" / name).read_bytes() == (tmp_path / "files" / name).read_bytes()
 
 
-def test_the_first_range_writes_the_local_engines_files_and_a_retry_starts_over(tmp_path):
+def test_the_first_range_writes_the_local_engines_files_and_each_attempt_its_own(tmp_path):
     """With one range the writer task is the whole build: ``GlobalBinlog`` writes the local
-    engine's files into the output directory. A second attempt of the task (a Spark retry) finds
-    the first attempt's files and writes the same ones, not an error or a second copy."""
+    engine's files, in a directory of the attempt's own (the driver moves them into the output
+    directory): a second attempt of the task (a Spark retry, a speculative copy) writes the same
+    files without touching the first's, and nothing lands in the output directory meanwhile."""
     from gbinlog.local_engine import Settings
 
     fixture = next(f for f in FIXTURES if f.name == "bank-4dn")
     local = local_build(dn_dirs(fixture), tmp_path / "local", settings=Settings(max_file_size=40 << 10))
     plan = plan_build(dn_specs(dn_dirs(fixture)), 1)
     out = tmp_path / "out"
-    settings = _settings(tmp_path, plan, out)
+    settings = _settings(tmp_path, plan)
     settings.max_file_size, settings.gtids = 40 << 10, True     # the local engine's: GTIDs on
     starts = start_points(plan, [])
     assert starts == [[None]] * len(plan.dns)    # one range: every DN from its first event
+    dirs = []
     for attempt in range(2):
         row = next(write_range_reread(settings, plan, [], starts, 0))
-        assert row["direct"]["files"] == local.files and len(local.files) >= 2, attempt
-        assert sorted(p.name for p in out.glob("binlog.0*")) == local.files, attempt
-        for name in local.files:
-            assert (out / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), (attempt, name)
+        written = Path(row["direct"]["dir"])
+        dirs.append(written)
+        assert written.parent == tmp_path and row["direct"]["files"] == local.files and len(local.files) >= 2
+        assert sorted(p.name for p in written.glob("binlog.0*")) == local.files, attempt
         assert (row["txns"], row["written"]) == (local.txns, local.written)
+    assert dirs[0] != dirs[1] and not out.exists()
+    for name in local.files:
+        assert (dirs[0] / name).read_bytes() == (dirs[1] / name).read_bytes() == \
+            (tmp_path / "local" / name).read_bytes(), name

@@ -43,7 +43,8 @@ def test_the_driver_gets_a_class_data_sharing_archive_by_default(tmp_path, monke
     archive = Path(session.default_cds_archive())
     assert archive.parent == tmp_path / f"gbinlog-spark-{os.getuid()}" and archive.name.startswith("cds-")
     first = merged_conf(None)["spark.driver.extraJavaOptions"]
-    assert f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.tmp" in first.split()
+    assert any(o.startswith(f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}-") and o.endswith(".tmp")
+               for o in first.split()), first
     assert "SharedArchiveFile" not in first
     # two runs' dumps: one still being written (recent), one finished; the finished one is adopted
     old, fresh = Path(f"{archive}.111.tmp"), Path(f"{archive}.222.tmp")
@@ -57,6 +58,52 @@ def test_the_driver_gets_a_class_data_sharing_archive_by_default(tmp_path, monke
     assert "SharedArchiveFile" not in merged_conf({"spark.gbinlog.cds": "off"})["spark.driver.extraJavaOptions"]
     mine = merged_conf({"spark.driver.extraJavaOptions": "-XX:SharedArchiveFile=/elsewhere.jsa"})
     assert mine["spark.driver.extraJavaOptions"].count("SharedArchiveFile") == 1
+    # no class-data sharing wanted (a dynamic archive would stop the JVM from starting)
+    assert "Archive" not in merged_conf({"spark.driver.extraJavaOptions": "-Xshare:off"})["spark.driver.extraJavaOptions"]
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xshare:off")
+    assert "Archive" not in merged_conf(None)["spark.driver.extraJavaOptions"]
+    monkeypatch.delenv("JAVA_TOOL_OPTIONS")
+    # a directory others may write to is not used
+    archive.parent.chmod(0o777)
+    assert session.user_dir() is None and session.default_cds_archive() is None
+    assert "Archive" not in merged_conf(None)["spark.driver.extraJavaOptions"]
+    archive.parent.chmod(0o700)
+
+
+@pytest.mark.slow
+def test_a_damaged_archive_is_dropped_and_the_session_starts_without(tmp_path):
+    """A dump cut short (the first run killed while its JVM wrote it) would crash every JVM that
+    maps it: the session start drops it and starts again without one."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    run = ("import sys; from pathlib import Path; from gbinlog.spark_engine import session; "
+           "cs = session.spark_context('local[1]', {}); print(cs.sparkContext.parallelize([1, 2, 3]).sum()); "
+           "print(Path(session.default_cds_archive()).exists()); cs.stop()")
+    first = subprocess.run([sys.executable, "-c", run], env=env, capture_output=True, text=True, timeout=120)
+    assert first.stdout.split() == ["6", "False"], first.stderr[-2000:]
+    base = tmp_path / f"gbinlog-spark-{os.getuid()}"
+    # the JVM dumps its archive when it exits, after the Python process
+    deadline, size = time.time() + 60, -1
+    while time.time() < deadline:
+        dumps = list(base.glob("cds-*.jsa.*.tmp"))
+        if dumps and dumps[0].stat().st_size == size and size > 1 << 20:
+            break
+        size = dumps[0].stat().st_size if dumps else -1
+        time.sleep(1.0)
+    assert dumps and size > 1 << 20, list(base.iterdir())
+    archive = Path(str(dumps[0]).split(".jsa.")[0] + ".jsa")
+    archive.write_bytes(dumps[0].read_bytes()[: 8 << 20])    # a valid start, cut short
+    dumps[0].unlink()
+    second = subprocess.run([sys.executable, "-c", run], env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0 and second.stdout.split()[-2:] == ["6", "False"], second.stderr[-2000:]
+    # the first JVM did die on it (its crash report kept next to the archive), the second started
+    assert "fatal error" in second.stdout and list(base.glob("hs_err_pid*.log")), second.stdout[:500]
+    assert not archive.exists() and not list(Path.cwd().glob("hs_err_pid*.log"))
+
 
 
 def test_no_java_is_a_clear_message(monkeypatch, tmp_path):

@@ -59,8 +59,7 @@ class RangeSettings:
     heartbeat_interval: int
     on_error: str = "raise"
     left: dict[str, str] = field(default_factory=dict)   # scale-in: DN → instruction vtso (exchange.scale_in)
-    # the first range written in place, as the local writer writes it (``render.FinalFiles``)
-    out_dir: str = ""
+    # the first range written as final files, as the local writer writes them (``render.FinalFiles``)
     max_file_size: int = 0
     gtids: bool = False
 
@@ -389,7 +388,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         settings = RangeSettings(str(tmp), [d.dn for d in dns], plan.bounds, server_id, server_version,
-                                 heartbeat_interval, on_error, out_dir=str(out), max_file_size=max_file_size,
+                                 heartbeat_interval, on_error, max_file_size=max_file_size,
                                  gtids=gtids)
         timings = {"plan": time.perf_counter() - t0}
         try:
@@ -402,9 +401,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         except BaseException:
-            from gbinlog.spark_engine.render import remove_binlog_files
-
-            remove_binlog_files(out)   # the first range writes in place: no partial build is left
+            remove_binlog_files(out)   # what the driver moved or wrote: no partial build is left
             raise
         timings["files"] = time.perf_counter() - t1
     finally:
@@ -421,6 +418,17 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     result.ranges = len(plan.pkeys)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def remove_binlog_files(out: Path) -> None:
+    """The global binlog files and index of a failed build (the directory held none before it)."""
+    from dumper.global_binlog import BASE
+    from dumper.recovery import list_files
+
+    if not out.is_dir():
+        return
+    for name in [*list_files(out), f"{BASE}.index"]:
+        (out / name).unlink(missing_ok=True)
 
 
 def check_members(rows: list[dict], dns: Sequence[DnSpec]) -> None:

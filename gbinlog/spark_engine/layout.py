@@ -157,7 +157,8 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
     """Range files → the local engine's ``binlog.NNNNNN`` (``layout``): the driver plans the files
     and writes each FDE and ROTATE; a range already in place is renamed, the others are copied to
     their offsets by tasks (in parallel, ``COPY_SEGMENT`` bytes each); files the first range's
-    writer wrote in place (a row's ``direct``) are kept, the last one extended; then fsync,
+    writer wrote (a row's ``direct``, in a directory of their own) are moved in, the last one
+    extended; then fsync,
     ``binlog.index``. Fills ``result`` (a ``BuildResult``)."""
     from dumper.global_binlog import BASE, file_name, file_start, rotate_event, write_index
     from dumper.gtid import GTID_EVENT_LEN, cluster_identity, gtid_uuid, sid_of
@@ -178,6 +179,7 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
         segs = f.segments
         result.files.append(f.name)
         if f.in_place:   # the first range's writer wrote its head (and its ROTATE, if it ended it)
+            os.replace(Path(direct["direct"]["dir"], f.name), path)
             if segs or f.rotate_ts is not None:
                 with open(path, "r+b") as fh:
                     fh.truncate(f.end)

@@ -63,30 +63,22 @@ class RangeFile:
         return None
 
 
-def remove_binlog_files(out: Path) -> None:
-    """The global binlog files and index of a failed build (the directory held none before it)."""
-    from dumper.global_binlog import BASE
-    from dumper.recovery import list_files
-
-    if not out.is_dir():
-        return
-    for name in [*list_files(out), f"{BASE}.index"]:
-        (out / name).unlink(missing_ok=True)
-
-
 class FinalFiles:
-    """The first range written into the output directory by ``GlobalBinlog`` as the local
-    pipeline writes (``append_passed``, else ``append`` of the shaped transaction); sizes are
-    reported without the GTID events, as the range files' (``layout`` adds them)."""
+    """The first range written as the final files by ``GlobalBinlog``, as the local pipeline
+    writes (``append_passed``, else ``append`` of the shaped transaction), into a directory of
+    this attempt's own in the build's temp directory: the driver moves them into the output
+    directory (``layout.finish_files``), so a failed or duplicate attempt never leaves files
+    there. Sizes are reported without the GTID events, as the range files' (``layout`` adds them)."""
 
     def __init__(self, settings, rng: int, shaper) -> None:
+        import tempfile
+
         from dumper.global_binlog import GlobalBinlog
         from dumper.gtid import GTID_EVENT_LEN
 
         self.settings, self.shaper = settings, shaper
-        # a retried task starts over: the files are this range's alone until the driver lays out the rest
-        remove_binlog_files(Path(settings.out_dir))
-        self.writer = GlobalBinlog(settings.out_dir, server_id=settings.server_id,
+        self.dir = tempfile.mkdtemp(prefix="first-", dir=settings.tmp_dir)
+        self.writer = GlobalBinlog(self.dir, server_id=settings.server_id,
                                    server_version=settings.server_version, max_file_size=settings.max_file_size,
                                    heartbeat_interval=settings.heartbeat_interval, gtids=settings.gtids,
                                    buffer_size=4 << 20)
@@ -106,7 +98,7 @@ class FinalFiles:
 
     def close(self, ok: bool) -> dict | None:
         """Flushed and synced (final files); where the writer ended (``layout.plan_files``'s
-        ``placed``). After a failure the driver removes the files (``batch.remove_binlog_files``)."""
+        ``placed``, with the directory they are in)."""
         from dumper.global_binlog import DumperError
 
         w = self.writer
@@ -117,8 +109,8 @@ class FinalFiles:
                 pass
             return None
         w.close()
-        return {"files": w.files, "position": w.position, "gno": w.gno, "file_txns": w.file_txns,
-                "last_marker": w.last_marker}
+        return {"dir": self.dir, "files": w.files, "position": w.position, "gno": w.gno,
+                "file_txns": w.file_txns, "last_marker": w.last_marker}
 
 
 def render_range(settings, entries: list, rng: int, streams: list[Iterator], membership=None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -71,11 +72,25 @@ def find_java_home() -> str:
         "JAVA_HOME to a Java 17+ installation.")
 
 
+def user_dir() -> Path | None:
+    """``$TMPDIR/gbinlog-spark-<uid>`` (made 0700): the log4j2 file and the CDS archive. None when
+    it is not this user's alone (another owner, not a directory, writable by group or others):
+    nothing is read from it or written to it then."""
+    path = Path(tempfile.gettempdir(), f"gbinlog-spark-{os.getuid()}")
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None
+    return path
+
+
 def log4j2_file() -> Path:
     """The quiet log4j2 properties file (rewritten only when its text differs)."""
-    path = Path(tempfile.gettempdir(), f"gbinlog-spark-{os.getuid()}", "log4j2.properties")
+    path = (user_dir() or Path(tempfile.mkdtemp(prefix="gbinlog-spark-"))) / "log4j2.properties"
     if not path.is_file() or path.read_text() != LOG4J2:
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(LOG4J2)
         os.replace(tmp, path)
@@ -118,7 +133,9 @@ def merged_conf(conf: Mapping[str, str] | None) -> dict[str, str]:
     conf = dict(conf or {})
     cds = conf.pop("spark.gbinlog.cds", None)
     user_driver = conf.get("spark.driver.extraJavaOptions", "")
-    if cds is None and "SharedArchiveFile" not in user_driver and "ArchiveClassesAtExit" not in user_driver:
+    env_options = " ".join(os.environ.get(k, "") for k in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"))
+    if cds is None and not any(o in user_driver for o in ("SharedArchiveFile", "ArchiveClassesAtExit", "-Xshare:off")) \
+            and "-Xshare:off" not in env_options:
         cds = default_cds_archive()
     out = default_conf()
     if cds and cds != "off":
@@ -146,8 +163,12 @@ def default_cds_archive() -> str | None:
         modules = Path(java_home, "lib", "modules").stat().st_mtime_ns
     except (SparkUnavailable, OSError):
         return None
+    base = user_dir()
+    # a dynamic archive sits on the JDK's base one: without it the JVM would refuse to start
+    if base is None or not Path(java_home, "lib", "server", "classes.jsa").is_file():
+        return None
     key = hashlib.sha1(f"{pyspark.__version__}|{pyspark.__file__}|{java_home}|{modules}".encode()).hexdigest()[:12]
-    return str(Path(tempfile.gettempdir(), f"gbinlog-spark-{os.getuid()}", f"cds-{key}.jsa"))
+    return str(base / f"cds-{key}.jsa")
 
 
 def cds_options(archive: str) -> str:
@@ -159,14 +180,23 @@ def cds_options(archive: str) -> str:
     ``PATH``: two first runs at once cannot interleave their writes. An archive that does not
     match this JDK and these jars is ignored by the JVM (it starts as without one). Its log lines
     are kept quiet, errors still go to stderr."""
-    quiet = "-Xlog:disable -Xlog:all=error:stderr"
     path = Path(archive)
+    # (a JVM that dies on a damaged archive leaves its crash log there, not in the working directory)
+    quiet = f"-Xlog:disable -Xlog:all=error:stderr -XX:ErrorFile={path.parent}/hs_err_pid%p.log"
     if not path.is_file():
         _adopt_finished_archive(path)
     if path.is_file():
         return f"-XX:SharedArchiveFile={archive} {quiet}"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.tmp {quiet}"
+    return f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}-{os.urandom(4).hex()}.tmp {quiet}"
+
+
+def _ours_mapped(settings: Mapping[str, str]) -> Path | None:
+    """The default archive the driver JVM was told to map (not one the user named), if any."""
+    default = default_cds_archive()
+    if default and f"-XX:SharedArchiveFile={default}" in settings.get("spark.driver.extraJavaOptions", "").split():
+        return Path(default)
+    return None
 
 
 CDS_SETTLE_S = 10.0
@@ -220,6 +250,10 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | Iterable[
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # py4j / pyspark raise several types for a JVM that will not start
+        archive = _ours_mapped(settings)
+        if archive is not None:    # a damaged archive (a dump cut short): dropped, started without
+            archive.unlink(missing_ok=True)
+            return spark_session(master, {**parse_conf(conf), "spark.gbinlog.cds": "off"}, app_name)
         raise SparkUnavailable(f"Spark did not start (JAVA_HOME={os.environ.get('JAVA_HOME')}): {exc}") from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -279,6 +313,10 @@ def spark_context(master: str | None = None, conf: Mapping[str, str] | Iterable[
     try:
         sc = SparkContext.getOrCreate(spark_conf)
     except Exception as exc:  # py4j / pyspark raise several types for a JVM that will not start
+        archive = _ours_mapped(settings)
+        if archive is not None:    # a damaged archive (a dump cut short): dropped, started without
+            archive.unlink(missing_ok=True)
+            return spark_context(master, {**parse_conf(conf), "spark.gbinlog.cds": "off"}, app_name)
         raise SparkUnavailable(f"Spark did not start (JAVA_HOME={os.environ.get('JAVA_HOME')}): {exc}") from exc
     sc.setLogLevel("ERROR")
     return ContextSession(sc)
