@@ -180,13 +180,6 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
         result.files.append(f.name)
         if f.in_place:   # the first range's writer wrote its head (and its ROTATE, if it ended it)
             os.replace(Path(direct["direct"]["dir"], f.name), path)
-            if segs or f.rotate_ts is not None:
-                with open(path, "r+b") as fh:
-                    fh.truncate(f.end)
-                    if f.rotate_ts is not None:
-                        fh.seek(f.end)
-                        fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts,
-                                              server_id=server_id))
         elif sid is None and len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len \
                 and segs[0].rel_end == size_of[segs[0].rng]:
             os.replace(tmp / f"range-{segs[0].rng:05d}", path)   # already where it belongs
@@ -196,15 +189,18 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
                 fh.truncate(f.end)
         jobs += [(str(tmp / f"range-{sg.rng:05d}"), str(out),
                   [(sg.rel_start, sg.rel_end, sg.file, sg.start, sg.first_gno, sg.first_seq, sid)]) for sg in segs]
-        if not f.in_place:
-            with open(path, "r+b") as fh:
+        if f.in_place and not segs and f.rotate_ts is None:
+            continue
+        with open(path, "r+b") as fh:
+            if f.in_place:
+                fh.truncate(f.end)     # room for the later ranges' bytes after the first range's
+            else:
                 fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts,
                                     previous_gtids=(sid, f.gno_before) if gtids else None))
-                if f.rotate_ts is not None:
-                    fh.seek(f.end)
-                    fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts,
-                                          server_id=server_id))
-                    fh.truncate()
+            if f.rotate_ts is not None:
+                fh.seek(f.end)
+                fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts, server_id=server_id))
+                fh.truncate()
     t1 = time.perf_counter()
     if jobs:
         try:

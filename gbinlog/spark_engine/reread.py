@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from itertools import dropwhile, takewhile
 
 from gbinlog.spark_engine.errors import in_task
 from gbinlog.spark_engine.exchange import HISTORY_KINDS
@@ -116,20 +117,9 @@ def range_stream(plan: ReadPlan, dn_idx: int, start, lo: str | None, hi: str | N
     state = VtsoState(*start[2:]) if start else None
     txns = extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=state)
     try:
-        if lo is not None:
-            for t in txns:
-                if t.vtso >= lo:
-                    if hi is not None and t.vtso >= hi:
-                        return
-                    yield t
-                    break
-        if hi is None:
-            yield from txns
-            return
-        for t in txns:
-            if t.vtso >= hi:
-                return
-            yield t
+        # dropwhile tests only up to the first transaction in range, then hands the rest on in C
+        rest = dropwhile(lambda t: t.vtso < lo, txns) if lo is not None else txns
+        yield from rest if hi is None else takewhile(lambda t: t.vtso < hi, rest)
     finally:
         txns.close()
 
