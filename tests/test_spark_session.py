@@ -172,3 +172,38 @@ def test_a_missing_dn_is_the_local_engines_one_line_error(tmp_path):
     assert result.exit_code == 1, result.output
     assert "DN dn2 is missing" in result.output and len(result.output.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_the_daemon_drops_only_the_installed_pysparks_own_zip(tmp_path):
+    from gbinlog.spark_engine.daemon import prefer_installed_pyspark
+
+    site = tmp_path / "site-packages"
+    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    own = str(site / "pyspark" / "python" / "lib" / "pyspark.zip")
+    py4j = str(site / "pyspark" / "python" / "lib" / "py4j-0.10.9.9-src.zip")
+    other = str(tmp_path / "spark-home" / "python" / "lib" / "pyspark.zip")   # a cluster's SPARK_HOME
+    assert prefer_installed_pyspark([own, py4j, "/x", str(site)]) == [py4j, "/x", str(site)]
+    assert prefer_installed_pyspark([other, py4j, str(site)]) == [other, py4j, str(site)]
+    # the package not on the path: its zip is what imports pyspark, kept
+    assert prefer_installed_pyspark([own, "/x"]) == [own, "/x"]
+    (site / "pyspark" / "__init__.py").unlink()
+    assert prefer_installed_pyspark([own, str(site)]) == [own, str(site)]
+
+
+def _worker_modules(_) -> tuple[str, bool]:
+    import sys
+
+    import pyspark
+    return pyspark.__file__, "pyspark.worker" in sys.modules and "gbinlog.spark_engine.reread" in sys.modules
+
+
+@pytest.mark.slow
+def test_workers_import_pyspark_from_the_package_not_the_zip(spark):  # noqa: F811
+    """Spark puts its pyspark.zip first on the workers' path; zipimport compiled all of pyspark at
+    every daemon start (0.5 s of the first job). The daemon imports it from the package instead,
+    with the worker and task modules loaded before it forks."""
+    import pyspark
+
+    found = spark.sparkContext.parallelize(range(2), 2).map(_worker_modules).collect()
+    assert found == [(pyspark.__file__, True)] * 2 and ".zip" not in pyspark.__file__

@@ -1,22 +1,46 @@
 """Spark's Python daemon (``spark.python.daemon.module``, set by ``session.default_conf``) with the
 batch build's task modules imported before it forks a worker per task: every worker then starts
 with them instead of importing them itself (about 0.3 s of CPU per worker, on the first job's
-path). Its objects are frozen out of the cyclic GC (``gc.freeze``) before the workers fork: their
-collections do not walk (and copy-on-write touch) the preloaded modules. Otherwise it is
-``pyspark.daemon``."""
+path). ``pyspark.worker`` is imported here too (pyspark's daemon imports it after the fork, in
+every worker: it starts no thread). Its objects are frozen out of the cyclic GC (``gc.freeze``)
+before the workers fork: their collections do not walk (and copy-on-write touch) the preloaded
+modules. Otherwise it is ``pyspark.daemon``."""
 
 import gc
+import sys
+from pathlib import Path
 
-from pyspark.daemon import manager
 
-import dumper.global_binlog  # noqa: F401
-import gbinlog.spark_engine.exchange  # noqa: F401
-import gbinlog.spark_engine.layout  # noqa: F401
-import gbinlog.spark_engine.render  # noqa: F401
-import gbinlog.spark_engine.reread  # noqa: F401
-import merger  # noqa: F401
-import schema_shaper  # noqa: F401
+def prefer_installed_pyspark(path: list[str]) -> list[str]:
+    """``path`` without Spark's ``pyspark.zip`` when that zip is the one inside the installed
+    pyspark package (``…/site-packages/pyspark/python/lib/pyspark.zip``) and that package is on
+    ``path``: the same modules then import from the package with their cached bytecode, where
+    ``zipimport`` compiles every one of them at every daemon start (0.5 s of the first job, on
+    2 cores). A zip from another Spark (a cluster's ``SPARK_HOME``) is kept."""
+    kept = []
+    for entry in path:
+        zip_path = Path(entry)
+        package = zip_path.parents[2] if len(zip_path.parents) > 3 else None
+        if (zip_path.name == "pyspark.zip" and package is not None and package.name == "pyspark"
+                and (package / "__init__.py").is_file() and str(package.parent) in path):
+            continue
+        kept.append(entry)
+    return kept
+
 
 if __name__ == "__main__":
+    sys.path[:] = prefer_installed_pyspark(sys.path)   # before pyspark is first imported
+
+    import pyspark.worker  # noqa: F401
+    from pyspark.daemon import manager
+
+    import dumper.global_binlog  # noqa: F401
+    import gbinlog.spark_engine.exchange  # noqa: F401
+    import gbinlog.spark_engine.layout  # noqa: F401
+    import gbinlog.spark_engine.render  # noqa: F401
+    import gbinlog.spark_engine.reread  # noqa: F401
+    import merger  # noqa: F401
+    import schema_shaper  # noqa: F401
+
     gc.freeze()
     manager()
