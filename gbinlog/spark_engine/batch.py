@@ -275,12 +275,12 @@ def _warm_workers(spark) -> None:
 
 
 def _import_task_modules(_) -> int:
-    import gbinlog.spark_engine.exchange  # noqa: F401
-    import gbinlog.spark_engine.layout  # noqa: F401
-    import gbinlog.spark_engine.reread  # noqa: F401
-    from merger import merge  # noqa: F401
-    from schema_shaper import Shaper  # noqa: F401
+    import importlib
 
+    from gbinlog.spark_engine.daemon import TASK_MODULES
+
+    for module in TASK_MODULES:
+        importlib.import_module(module)
     return os.getpid()
 
 

@@ -7,8 +7,13 @@ before the workers fork: their collections do not walk (and copy-on-write touch)
 modules. Otherwise it is ``pyspark.daemon``."""
 
 import gc
+import importlib
 import sys
 from pathlib import Path
+
+# what a batch build's tasks import (``batch._import_task_modules`` warms workers with the same)
+TASK_MODULES = ("dumper.global_binlog", "gbinlog.spark_engine.exchange", "gbinlog.spark_engine.layout",
+                "gbinlog.spark_engine.render", "gbinlog.spark_engine.reread", "merger", "schema_shaper")
 
 
 def prefer_installed_pyspark(path: list[str]) -> list[str]:
@@ -34,13 +39,8 @@ if __name__ == "__main__":
     import pyspark.worker  # noqa: F401
     from pyspark.daemon import manager
 
-    import dumper.global_binlog  # noqa: F401
-    import gbinlog.spark_engine.exchange  # noqa: F401
-    import gbinlog.spark_engine.layout  # noqa: F401
-    import gbinlog.spark_engine.render  # noqa: F401
-    import gbinlog.spark_engine.reread  # noqa: F401
-    import merger  # noqa: F401
-    import schema_shaper  # noqa: F401
+    for module in TASK_MODULES:
+        importlib.import_module(module)
 
     gc.freeze()
     manager()

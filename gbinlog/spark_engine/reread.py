@@ -39,7 +39,7 @@ DONE = "done"   # a DN whose transactions all lie below a range: it gives that r
 @in_task
 def scan_part(plan: ReadPlan, index: int) -> Iterator[dict]:
     """Task: input partition ``index`` → ``{"part", "dn", "crossed": {range: point}, "history",
-    "instructions", "last", "txns", "cpu"}`` of its transactions below the last boundary
+    "instructions", "last", "cpu"}`` of its transactions below the last boundary
     (``last``: the vtso of the first one at or above it, if any). ``crossed[r]`` (``r`` ≥ 1) is the restart point to
     read the DN from for range ``r`` (``None``: from the DN's first event), for every boundary
     ``bounds[r - 1]`` that a transaction of this partition reaches: the newest point carried by a
@@ -58,7 +58,6 @@ def scan_part(plan: ReadPlan, index: int) -> Iterator[dict]:
     history: list[tuple] = []
     instructions: list[list] = []
     last = ""
-    txns = 0
     k, nxt = 0, bounds[0] if bounds else None
     instruction = TxnKind.INSTRUCTION
     stop = bounds[-1] if bounds else ""
@@ -79,9 +78,8 @@ def scan_part(plan: ReadPlan, index: int) -> Iterator[dict]:
                 history.append((txn_fields(t), encode_body(t)))
             elif kind is instruction and (storage := storage_change(t)) is not None:
                 instructions.append([v, storage])
-            txns += 1
     yield {"part": index, "dn": plan.dns[part.dn_idx].dn, "crossed": crossed, "history": history,
-           "instructions": instructions, "last": last, "txns": txns, "cpu": time.process_time() - cpu}
+           "instructions": instructions, "last": last, "cpu": time.process_time() - cpu}
 
 
 def start_points(plan: ReadPlan, parts: list[dict]) -> list[list]:
