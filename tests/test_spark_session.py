@@ -207,3 +207,20 @@ def test_workers_import_pyspark_from_the_package_not_the_zip(spark):  # noqa: F8
 
     found = spark.sparkContext.parallelize(range(2), 2).map(_worker_modules).collect()
     assert found == [(pyspark.__file__, True)] * 2 and ".zip" not in pyspark.__file__
+
+
+def test_the_jvm_start_overlaps_the_import_pysparks_context_init_would_wait_for():
+    """``SparkContext`` init makes py4j offer a bool to pyspark's numpy converter, which imports
+    ``pyspark.testing.utils`` (and pandas): 0.34 s after the JVM is up. The driver starts that
+    import in a thread before it launches the JVM."""
+    import subprocess
+    import sys
+
+    code = ("import sys, threading\n"
+            "from gbinlog.spark_engine import session\n"
+            "assert 'pyspark.testing.utils' not in sys.modules\n"
+            "session.prepare_environment()\n"
+            "[t.join() for t in threading.enumerate() if t.name == 'gbinlog-preload']\n"
+            "print('pyspark.testing.utils' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True"]

@@ -231,6 +231,25 @@ def prepare_environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["JAVA_HOME"] = find_java_home()
+    _import_while_the_jvm_starts("pyspark.testing.utils")
+
+
+def _import_while_the_jvm_starts(module: str) -> None:
+    """Import ``module`` in a thread, while the driver waits for the JVM it launches. pyspark's
+    ``SparkContext`` init passes a bool to the JVM; py4j offers it to pyspark's numpy converter,
+    whose check imports ``pyspark.testing.utils``, which imports pandas and numpy: 0.34 s of the
+    driver's critical path, after the JVM is up and before the context is created."""
+    if module in sys.modules:
+        return
+    import importlib
+
+    def load() -> None:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - pyspark imports it itself later and reports its own errors
+            pass
+
+    threading.Thread(target=load, name="gbinlog-preload", daemon=True).start()
 
 
 def spark_session(master: str | None = None, conf: Mapping[str, str] | Iterable[str] | None = None,
