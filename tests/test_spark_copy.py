@@ -9,6 +9,8 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from gbinlog.local_engine import build as local_build
 from gbinlog.spark_engine.layout import copy_segments, release_pages
@@ -98,3 +100,75 @@ def test_copy_of_a_short_range_file_is_an_error(events, tmp_path):
     with pytest.raises(ValueError, match="segment ends at"):
         copy_segments(str(src), str(tmp_path), [(0, len(events) + 10, "binlog.000001", 0, 0, 0, None)])
     assert Path(src).read_bytes() == events               # nothing released
+
+
+def reference_plan(ranges, *, max_file_size, fde_len, gtids, placed, segment_size):
+    """The layout rule walked transaction by transaction (the local writer's rotation after the
+    transaction that takes a file to ``max_file_size``; a segment ends with the transaction that
+    takes it to ``segment_size``), as plan_files did before it searched."""
+    from dumper.global_binlog import file_name
+    from dumper.gtid import GTID_EVENT_LEN, previous_gtids_len
+    from gbinlog.spark_engine.layout import FilePlan, Layout, Segment
+
+    files, cur, pos, last_mark, gno, seq = [], None, 0, None, 0, 0
+    extra = GTID_EVENT_LEN if gtids else 0
+
+    def head():
+        return fde_len + (previous_gtids_len(gno) if gtids else 0)
+
+    if placed and placed["files"]:
+        files = [FilePlan(name, 0, in_place=True) for name in placed["files"]]
+        cur = files[-1]
+        pos = cur.end = placed["position"]
+        gno, seq = placed["gno"], placed["file_txns"]
+        last_mark = tuple(placed["last_marker"]) if placed["last_marker"] else None
+    cap = segment_size or 1 << 62
+    for rng, sizes, stamps in ranges:
+        rel, seg = fde_len, None
+        for size, ts in zip(sizes, stamps, strict=True):
+            if cur is None:
+                cur = FilePlan(file_name(len(files) + 1), ts, gno_before=gno)
+                files.append(cur)
+                pos, seq = head(), 0
+            if seg is None or seg.file != cur.name or seg.rel_end - seg.rel_start >= cap:
+                seg = Segment(rng, rel, rel, cur.name, pos, gno + 1, seq + 1)
+                cur.segments.append(seg)
+            seg.rel_end += size
+            rel += size
+            pos += size + extra
+            gno += 1
+            seq += 1
+            cur.end = pos
+            last_mark = (cur.name, pos)
+            if pos >= max_file_size:
+                cur.rotate_ts = ts
+                cur = FilePlan(file_name(len(files) + 1), ts, gno_before=gno)
+                files.append(cur)
+                pos = cur.end = head()
+                seq = 0
+    return Layout(files, last_mark)
+
+
+_sizes = st.lists(st.integers(min_value=19, max_value=3000), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@example(ranges=[[100] * 10, [100] * 7], max_file_size=520, gtids=False, segment_size=300, placed_at=None)
+@example(ranges=[[100] * 10], max_file_size=1000, gtids=True, segment_size=200, placed_at=900)
+@given(ranges=st.lists(_sizes, min_size=1, max_size=4), max_file_size=st.integers(min_value=200, max_value=20000),
+       gtids=st.booleans(), segment_size=st.one_of(st.none(), st.integers(min_value=1, max_value=8000)),
+       placed_at=st.one_of(st.none(), st.integers(min_value=150, max_value=25000)))
+def test_plan_files_is_the_rule_walked_transaction_by_transaction(ranges, max_file_size, gtids, segment_size,
+                                                                 placed_at):
+    from array import array
+
+    from dumper.global_binlog import file_name
+    from gbinlog.spark_engine.layout import plan_files
+
+    given_ranges = [(r + 1, array("I", sizes), array("I", range(1000 + r * 100, 1000 + r * 100 + len(sizes))))
+                    for r, sizes in enumerate(ranges)]
+    placed = None if placed_at is None else {"files": ["binlog.000001", "binlog.000002"], "position": placed_at,
+                                             "gno": 7, "file_txns": 3, "last_marker": ["binlog.000002", placed_at]}
+    kwargs = {"max_file_size": max_file_size, "fde_len": 120, "gtids": gtids, "placed": placed,
+              "segment_size": segment_size}
+    assert plan_files(given_ranges, file_name=file_name, **kwargs) == reference_plan(given_ranges, **kwargs)
