@@ -339,25 +339,27 @@ def insert_gtids(buf: bytes | bytearray, start: int, first_gno: int, first_seq: 
     writes them: header timestamp and server id of the transaction's first event, flags by kind."""
     out = bytearray()
     view = memoryview(buf)
-    off, n = 0, len(buf)
-    pos = start
-    gno, seq = first_gno, first_seq
-    idle = True
-    while off < n:
-        ts, type_code, server_id, size, _lp, flags = HEADER_STRUCT.unpack_from(view, off)
-        if size < HEADER_LEN + 4 or off + size > n:
-            raise ValueError(f"event of {size} bytes at {off} runs past the segment ({n} bytes)")
-        payload = bytes(view[off + HEADER_LEN:off + size - 4])
-        if idle:
-            ddl = type_code == _QUERY and payload != _BEGIN_PAYLOAD
-            pos = put_gtid(out, pos, ts, server_id, sid, gno, seq, ddl)
-            gno += 1
-            seq += 1
-            idle = False
-        pos = put_event(out, pos, ts, type_code, server_id, payload, flags)
-        if type_code == _ROWS_QUERY and payload.startswith(_CTS_MARK):
-            idle = True
-        off += size
-    view.release()
+    try:
+        off, n = 0, len(buf)
+        pos = start
+        gno, seq = first_gno, first_seq
+        idle = True
+        while off < n:
+            ts, type_code, server_id, size, _lp, flags = HEADER_STRUCT.unpack_from(view, off)
+            if size < HEADER_LEN + 4 or off + size > n:
+                raise ValueError(f"event of {size} bytes at {off} runs past the segment ({n} bytes)")
+            payload = bytes(view[off + HEADER_LEN:off + size - 4])
+            if idle:
+                ddl = type_code == _QUERY and payload != _BEGIN_PAYLOAD
+                pos = put_gtid(out, pos, ts, server_id, sid, gno, seq, ddl)
+                gno += 1
+                seq += 1
+                idle = False
+            pos = put_event(out, pos, ts, type_code, server_id, payload, flags)
+            if type_code == _ROWS_QUERY and payload.startswith(_CTS_MARK):
+                idle = True
+            off += size
+    finally:
+        view.release()   # also on an error: a caller's mapped file can then be closed
     return out
 

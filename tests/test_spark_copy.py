@@ -82,15 +82,51 @@ def test_copy_relocates_releases_and_a_retry_leaves_the_written_piece(events, tm
               (cut, end, final.name, cut + shift, 0, 0, None)]
     expected = placed_at(events, len(head) + shift)
 
-    assert copy_segments(str(src), str(tmp_path), pieces) == len(events)
+    assert copy_segments(str(src), str(tmp_path), pieces, release=True) == len(events)
     assert final.read_bytes()[len(head) + shift:] == expected
     assert final.read_bytes()[:len(head) + shift] == bytes(len(head) + shift)
     assert src.read_bytes()[len(head):] == bytes(len(events))   # released behind the copy
     assert src.read_bytes()[:len(head)] == head
 
     # a retried task (its pieces released once written) writes nothing and changes nothing
-    assert copy_segments(str(src), str(tmp_path), pieces) == 0
+    assert copy_segments(str(src), str(tmp_path), pieces, release=True) == 0
     assert final.read_bytes()[len(head) + shift:] == expected
+
+
+def test_without_release_the_range_file_is_kept_and_a_retry_writes_the_same(events, tmp_path):
+    src = tmp_path / "range-00001"
+    src.write_bytes(placed_at(events, 0))
+    final = tmp_path / "binlog.000001"
+    final.write_bytes(bytes(len(events) + 4))
+    piece = [(0, len(events), final.name, 4, 0, 0, None)]
+    for _ in range(2):
+        assert copy_segments(str(src), str(tmp_path), piece) == len(events)
+        assert final.read_bytes()[4:] == placed_at(events, 4)
+    assert src.read_bytes() == placed_at(events, 0)
+
+
+def test_copies_release_pages_only_where_no_copy_runs_twice_at_once():
+    from gbinlog.spark_engine.layout import copies_may_release
+
+    assert copies_may_release({"spark.master": "local[2]"})
+    assert not copies_may_release({"spark.master": "local[2]", "spark.speculation": "true"})
+    assert not copies_may_release({"spark.master": "spark://127.0.0.1:7077"})   # retries, lost executors
+    assert not copies_may_release({})
+
+
+def test_a_bad_piece_is_its_own_error_on_the_pure_python_path(events, tmp_path, monkeypatch):
+    """The pure-Python GTID insertion let go of the mapped range file only on success: closing the
+    map then raised BufferError over the real error."""
+    import gbinlog.spark_engine.xkernel as xkernel
+
+    monkeypatch.setattr(xkernel, "place", xkernel.place_py)
+    data = bytearray(placed_at(events, 0))
+    struct.pack_into("<I", data, 9, len(data) + 100)          # the first event runs past the piece
+    src = tmp_path / "range-00001"
+    src.write_bytes(bytes(data))
+    (tmp_path / "binlog.000001").write_bytes(bytes(len(data) * 2))
+    with pytest.raises(ValueError, match="runs past the segment"):
+        copy_segments(str(src), str(tmp_path), [(0, len(data), "binlog.000001", 4, 1, 1, b"s" * 16)])
 
 
 def test_copy_of_a_short_range_file_is_an_error(events, tmp_path):

@@ -184,9 +184,15 @@ def test_the_daemon_drops_only_the_installed_pysparks_own_zip(tmp_path):
     py4j = str(site / "pyspark" / "python" / "lib" / "py4j-0.10.9.9-src.zip")
     other = str(tmp_path / "spark-home" / "python" / "lib" / "pyspark.zip")   # a cluster's SPARK_HOME
     assert prefer_installed_pyspark([own, py4j, "/x", str(site)]) == [py4j, "/x", str(site)]
+    (tmp_path / "spark-home" / "python" / "lib").mkdir(parents=True)
     assert prefer_installed_pyspark([other, py4j, str(site)]) == [other, py4j, str(site)]
     # the package not on the path: its zip is what imports pyspark, kept
     assert prefer_installed_pyspark([own, "/x"]) == [own, "/x"]
+    # another pyspark earlier on the path would be imported without the zip: kept
+    (tmp_path / "opt" / "pyspark").mkdir(parents=True)
+    (tmp_path / "opt" / "pyspark" / "__init__.py").write_text("")
+    assert prefer_installed_pyspark([own, str(tmp_path / "opt"), str(site)]) == \
+        [own, str(tmp_path / "opt"), str(site)]
     (site / "pyspark" / "__init__.py").unlink()
     assert prefer_installed_pyspark([own, str(site)]) == [own, str(site)]
 

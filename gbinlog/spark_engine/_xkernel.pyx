@@ -104,13 +104,17 @@ def place(const unsigned char[::1] src, Py_ssize_t start, long long first_gno, l
         if t == ROWS_QUERY and size - HEADER_LEN - CRC_LEN >= 6 and memcmp(p + HEADER_LEN, cts_p, 6) == 0:
             idle = True
         off += size
-    out = PyByteArray_FromStringAndSize(NULL, n + (txns * GTID_LEN if gtids else 0))
+    cdef Py_ssize_t out_len = n + (txns * GTID_LEN if gtids else 0)
+    out = PyByteArray_FromStringAndSize(NULL, out_len)
     o = <unsigned char *>PyByteArray_AS_STRING(out)
     off = 0
     idle = True
     while off < n:
         p = s + off
         size = u32(p + 9)
+        # checked again: ``src`` may be a mapped file, and what the first pass read sized ``out``
+        if size < HEADER_LEN + CRC_LEN or off + size > n or at + size + (GTID_LEN if gtids and idle else 0) > out_len:
+            raise ValueError(f"the events at {off} changed while they were placed")
         t = p[4]
         plen = size - HEADER_LEN - CRC_LEN
         if gtids and idle:

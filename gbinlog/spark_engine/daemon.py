@@ -18,19 +18,26 @@ TASK_MODULES = ("dumper.global_binlog", "gbinlog.spark_engine.exchange", "gbinlo
 
 def prefer_installed_pyspark(path: list[str]) -> list[str]:
     """``path`` without Spark's ``pyspark.zip`` when that zip is the one inside the installed
-    pyspark package (``…/site-packages/pyspark/python/lib/pyspark.zip``) and that package is on
-    ``path``: the same modules then import from the package with their cached bytecode, where
-    ``zipimport`` compiles every one of them at every daemon start (0.5 s of the first job, on
-    2 cores). A zip from another Spark (a cluster's ``SPARK_HOME``) is kept."""
-    kept = []
+    pyspark package (``…/site-packages/pyspark/python/lib/pyspark.zip``) and that package is
+    what ``path`` imports as pyspark without the zip: the same modules then import from the
+    package with their cached bytecode, where ``zipimport`` compiles every one of them at every
+    daemon start (0.5 s of the first job, on 2 cores). A zip from another Spark (a cluster's
+    ``SPARK_HOME``), or one that another pyspark on the path would replace, is kept."""
+    from importlib.machinery import PathFinder
+
     for entry in path:
         zip_path = Path(entry)
-        package = zip_path.parents[2] if len(zip_path.parents) > 3 else None
-        if (zip_path.name == "pyspark.zip" and package is not None and package.name == "pyspark"
-                and (package / "__init__.py").is_file() and str(package.parent) in path):
+        if zip_path.name != "pyspark.zip" or len(zip_path.parents) < 4:
             continue
-        kept.append(entry)
-    return kept
+        package = zip_path.parents[2]
+        if package.name != "pyspark" or zip_path.parent.name != "lib" or zip_path.parents[1].name != "python":
+            continue
+        kept = [e for e in path if e != entry]
+        found = PathFinder.find_spec("pyspark", kept)
+        # only when the package this zip came with is the pyspark that imports without it
+        if found is not None and found.origin == str(package / "__init__.py"):
+            return kept
+    return list(path)
 
 
 if __name__ == "__main__":

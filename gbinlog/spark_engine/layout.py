@@ -102,6 +102,8 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
     cap = segment_size or 1 << 62
     for rng, sizes, stamps in ranges:
         n = len(sizes)
+        if len(stamps) != n:
+            raise ValueError(f"range {rng}: {n} sizes but {len(stamps)} timestamps")
         # before[k]: bytes of the range's first k transactions; with_extra[k]: the same in the
         # final files (their GTID events too). Searched, not walked: 0.28 s of the driver's
         # critical path per 440 k transactions walked one by one.
@@ -142,12 +144,12 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
 COPY_SEGMENT = 64 << 20    # bytes of range file per copy task, at most about (whole transactions)
 
 
-def copy_segments(src: str, out_dir: str, segments: list[tuple]) -> int:
+def copy_segments(src: str, out_dir: str, segments: list[tuple], release: bool = False) -> int:
     """Task: copy ``(rel_start, rel_end, file, start, first_gno, first_seq, sid)`` pieces of range
     file ``src`` into the (pre-sized) final files, relocated (and with GTID events put in when
-    ``sid``). Returns the bytes copied. Each piece's pages are released from the range file once it
-    is written (``release_pages``); a retried task finds such a piece released, so already written,
-    and leaves it."""
+    ``sid``). Returns the bytes copied. With ``release``, each piece's pages are given back once it
+    is written (``release_pages``) and a piece found released (a retried task) was written, so it
+    is left; only where no two attempts of a copy can run at once (``copies_may_release``)."""
     import mmap
 
     from gbinlog.spark_engine.xkernel import place
@@ -157,8 +159,8 @@ def copy_segments(src: str, out_dir: str, segments: list[tuple]) -> int:
         for rel_start, rel_end, name, start, first_gno, first_seq, sid in segments:
             if rel_end > len(mm):
                 raise ValueError(f"{src}: {len(mm)} bytes, a segment ends at {rel_end}")
-            if rel_end > rel_start and mm[rel_start + 9:rel_start + 13] == b"\0\0\0\0":
-                continue   # no event has size 0: released, after it was written (a retried task)
+            if release and rel_end > rel_start and mm[rel_start + 9:rel_start + 13] == b"\0\0\0\0":
+                continue   # no event has size 0: released, after it was written
             view = memoryview(mm)[rel_start:rel_end]
             try:
                 buf = place(view, start, rel_start, first_gno, first_seq, sid)
@@ -167,8 +169,17 @@ def copy_segments(src: str, out_dir: str, segments: list[tuple]) -> int:
             _write_all(Path(out_dir, name), buf, start)
             done += len(buf)
             del buf
-            release_pages(fh.fileno(), rel_start, rel_end - rel_start)
+            if release:
+                release_pages(fh.fileno(), rel_start, rel_end - rel_start)
     return done
+
+
+def copies_may_release(conf) -> bool:
+    """Whether copy tasks may release the range files' pages behind them (``copy_segments``):
+    only on a local master without speculation, where a copy task never runs twice at once — a
+    second attempt reading a piece while the first releases it would place zeros."""
+    return (conf.get("spark.master", "") or "").startswith("local") \
+        and (conf.get("spark.speculation", "false") or "false").lower() != "true"
 
 
 def _write_all(path: Path, data, offset: int) -> None:
@@ -177,6 +188,8 @@ def _write_all(path: Path, data, offset: int) -> None:
         view = memoryview(data)
         while view:
             n = os.pwrite(fd, view, offset)
+            if n <= 0:
+                raise OSError(f"{path}: nothing written at {offset}")
             view, offset = view[n:], offset + n
     finally:
         os.close(fd)
@@ -224,6 +237,7 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
     sid = sid_of(gtid_uuid(cluster_identity(first))) if gtids and first else None
     result.range_seconds = [r["seconds"] for r in rows]
     size_of = {r["rng"]: r["size"] for r in rows}
+    release = copies_may_release(spark.sparkContext.getConf())
     jobs: list[tuple] = []
     for f in layout.files:
         path = out / f.name
@@ -239,7 +253,8 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
             with open(path, "wb") as fh:
                 fh.truncate(f.end)
         jobs += [(str(tmp / f"range-{sg.rng:05d}"), str(out),
-                  [(sg.rel_start, sg.rel_end, sg.file, sg.start, sg.first_gno, sg.first_seq, sid)]) for sg in segs]
+                  [(sg.rel_start, sg.rel_end, sg.file, sg.start, sg.first_gno, sg.first_seq, sid)], release)
+                 for sg in segs]
         if f.in_place and not segs and f.rotate_ts is None:
             continue
         with open(path, "r+b") as fh:

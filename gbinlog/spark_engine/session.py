@@ -243,6 +243,10 @@ def _import_while_the_jvm_starts(module: str) -> None:
         return
     import importlib
 
+    # pyspark itself (it imports pyspark.sql) in this thread first: the driver's next imports are
+    # of it, so the thread below only ever holds the import locks of modules the driver waits for
+    import pyspark  # noqa: F401
+
     def load() -> None:
         try:
             importlib.import_module(module)
