@@ -31,6 +31,7 @@ from tests.test_live_support import (
     Cluster,
     Service,
     attach,
+    first_file_listed,
     replica_checksums,
     slave_status,
     truth_checksums,
@@ -150,7 +151,7 @@ def test_ten_leader_kills_nothing_lost_or_repeated(tmp_path):
 
         wait_for(lambda: all(up(n) for n in MEMBERS), 60, "every member")
         first = wait_for(leader, 10, "a leader")
-        wait_for(lambda: (members[first]["out"] / "binlog.000001").exists(), 20, "the first file")
+        wait_for(lambda: first_file_listed(members[first]["out"]), 20, "the first file")
         attached = first
         attach(replica, members[first]["port"])
         alive_ports = lambda: [members[n]["port"] for n in MEMBERS if members[n]["svc"].alive()]  # noqa: E731

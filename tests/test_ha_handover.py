@@ -29,6 +29,7 @@ from tests.test_live_support import (
     Cluster,
     Service,
     attach,
+    first_file_listed,
     replica_checksums,
     slave_status,
     truth_checksums,
@@ -99,7 +100,7 @@ def test_step_down_and_store_outage(tmp_path):
 
         wait_for(lambda: all(role_of(m["metrics"]) is not None for m in members.values()), 60, "every member")
         first = wait_for(lambda: (lambda ls: ls[0] if len(ls) == 1 else None)(leaders()), 10, "a leader")
-        wait_for(lambda: (members[first]["out"] / "binlog.000001").exists(), 20, "the first file")
+        wait_for(lambda: first_file_listed(members[first]["out"]), 20, "the first file")
         attach(replica, members[first]["port"])
         wait_for(lambda: slave_status(replica).get("Slave_IO_Running") == "Yes", 20, "the replica attached")
         watch = ReplicaWatch(replica)

@@ -29,6 +29,7 @@ from tests.test_live_support import (
     Cluster,
     Service,
     attach,
+    first_file_listed,
     replica_checksums,
     slave_status,
     truth_checksums,
@@ -66,7 +67,7 @@ def test_bank_live_e2e_with_kill9_dn_outage_and_replica_reconnect(tmp_path):
     checker = None
     try:
         svc.start()
-        wait_for(lambda: (out / "binlog.000001").exists(), 20, "the first global binlog file")
+        wait_for(lambda: first_file_listed(out), 20, "the first global binlog file")
         attach(replica, server_port)
         checker = BankChecker(replica)
         t0 = time.monotonic()

@@ -28,6 +28,7 @@ from tests.test_live_support import (
     Cluster,
     Service,
     attach,
+    first_file_listed,
     replica_checksums,
     truth_checksums,
     wait_for,
@@ -49,7 +50,7 @@ def test_dn_joins_mid_run_downstream_never_notices(tmp_path):
     replica = MariaDB.start(tmp_path / "replica", server_id=2)
     try:
         svc.start()
-        wait_for(lambda: (out / "binlog.000001").exists(), 20, "the first global binlog file")
+        wait_for(lambda: first_file_listed(out), 20, "the first global binlog file")
         attach(replica, server_port)
         st = wait_for(lambda: status(out) or None, 10, "status.json")
         if not st["merge"]["joined"]:                 # (a busy machine may start the run after the join)

@@ -125,6 +125,16 @@ def wait_for(pred, timeout: float, what: str, interval: float = 0.05):
         time.sleep(interval)
 
 
+def first_file_listed(out) -> bool:
+    """The writer creates ``binlog.000001``, then lists it in ``binlog.index``; the endpoint serves
+    what the index lists, so a replica attached in between is told the file does not exist."""
+    index = Path(out) / "binlog.index"
+    try:
+        return "binlog.000001" in index.read_text()
+    except FileNotFoundError:
+        return False
+
+
 def attach(replica: MariaDB, port: int) -> None:
     replica.query("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%s, MASTER_USER=%s, MASTER_PASSWORD=%s, "
                   "MASTER_LOG_FILE='binlog.000001', MASTER_LOG_POS=4, MASTER_USE_GTID=no, "

@@ -34,6 +34,7 @@ from tests.test_live_support import (
     ROOT,
     BankChecker,
     attach,
+    first_file_listed,
     replica_checksums,
     slave_status,
     truth_checksums,
@@ -121,7 +122,7 @@ def test_spark_streaming_live_bank_kill9_mid_batch_and_replica(tmp_path):
         svc.ensure_stopped()
         # run 2 recovers: the binlog is cut to its last whole transaction, batch 0 is replayed
         svc.start()
-        wait_for(lambda: (out / "binlog.000001").exists(), 60, "the first global binlog file")
+        wait_for(lambda: first_file_listed(out), 60, "the first global binlog file")
         attach(replica, port)
         checker = BankChecker(replica)
         sim_thread.join(DURATION + 60)
