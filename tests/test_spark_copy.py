@@ -144,20 +144,14 @@ def reference_plan(ranges, *, max_file_size, fde_len, gtids, placed, segment_siz
     takes it to ``segment_size``), as plan_files did before it searched."""
     from dumper.global_binlog import file_name
     from dumper.gtid import GTID_EVENT_LEN, previous_gtids_len
-    from gbinlog.spark_engine.layout import FilePlan, Layout, Segment
+    from gbinlog.spark_engine.layout import FilePlan, Layout, Segment, resume_layout, rotate
 
-    files, cur, pos, last_mark, gno, seq = [], None, 0, None, 0, 0
+    files, cur, pos, gno, seq, last_mark = resume_layout(placed)
     extra = GTID_EVENT_LEN if gtids else 0
 
     def head():
         return fde_len + (previous_gtids_len(gno) if gtids else 0)
 
-    if placed and placed["files"]:
-        files = [FilePlan(name, 0, in_place=True) for name in placed["files"]]
-        cur = files[-1]
-        pos = cur.end = placed["position"]
-        gno, seq = placed["gno"], placed["file_txns"]
-        last_mark = tuple(placed["last_marker"]) if placed["last_marker"] else None
     cap = segment_size or 1 << 62
     for rng, sizes, stamps in ranges:
         rel, seg = fde_len, None
@@ -177,9 +171,7 @@ def reference_plan(ranges, *, max_file_size, fde_len, gtids, placed, segment_siz
             cur.end = pos
             last_mark = (cur.name, pos)
             if pos >= max_file_size:
-                cur.rotate_ts = ts
-                cur = FilePlan(file_name(len(files) + 1), ts, gno_before=gno)
-                files.append(cur)
+                cur = rotate(files, cur, ts, gno, file_name)
                 pos = cur.end = head()
                 seq = 0
     return Layout(files, last_mark)

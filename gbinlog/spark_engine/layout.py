@@ -67,6 +67,26 @@ def unpack_u32(data: bytes) -> array:
     return a
 
 
+def resume_layout(placed: dict | None) -> tuple[list[FilePlan], FilePlan | None, int, int, int, tuple | None]:
+    """``(files, current file, position, gno, transactions in it, last mark)`` where ``plan_files``
+    goes on: after the files the first range's writer ``placed``, else from nothing."""
+    if not placed or not placed["files"]:
+        return [], None, 0, 0, 0, None
+    files = [FilePlan(name, 0, in_place=True) for name in placed["files"]]
+    cur = files[-1]
+    cur.end = placed["position"]
+    last_mark = tuple(placed["last_marker"]) if placed["last_marker"] else None
+    return files, cur, cur.end, placed["gno"], placed["file_txns"], last_mark
+
+
+def rotate(files: list[FilePlan], cur: FilePlan, ts: int, gno: int, file_name) -> FilePlan:
+    """The local writer's rotation in the plan: ``cur`` ends with a ROTATE stamped ``ts`` and the
+    next file, its FDE stamped ``ts`` too, opens at once."""
+    cur.rotate_ts = ts
+    files.append(FilePlan(file_name(len(files) + 1), ts, gno_before=gno))
+    return files[-1]
+
+
 def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fde_len: int,
                file_name, gtids: bool = False, placed: dict | None = None,
                segment_size: int | None = None) -> Layout:
@@ -83,22 +103,12 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
     that takes it to this size (more, smaller copy tasks)."""
     from dumper.gtid import GTID_EVENT_LEN, previous_gtids_len
 
-    files: list[FilePlan] = []
-    cur: FilePlan | None = None
-    pos = 0
-    last_mark = None
-    gno = seq = 0
+    files, cur, pos, gno, seq, last_mark = resume_layout(placed)
     extra = GTID_EVENT_LEN if gtids else 0
 
     def head() -> int:
         return fde_len + (previous_gtids_len(gno) if gtids else 0)
 
-    if placed and placed["files"]:
-        files = [FilePlan(name, 0, in_place=True) for name in placed["files"]]
-        cur = files[-1]
-        pos = cur.end = placed["position"]
-        gno, seq = placed["gno"], placed["file_txns"]
-        last_mark = tuple(placed["last_marker"]) if placed["last_marker"] else None
     cap = segment_size or 1 << 62
     for rng, sizes, stamps in ranges:
         n = len(sizes)
@@ -132,10 +142,7 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
             last_mark = (cur.name, pos)
             i = end
             if rotation_due(pos, max_file_size):
-                ts = stamps[end - 1]
-                cur.rotate_ts = ts
-                cur = FilePlan(file_name(len(files) + 1), ts, gno_before=gno)
-                files.append(cur)
+                cur = rotate(files, cur, stamps[end - 1], gno, file_name)
                 pos = cur.end = head()
                 seq = 0
     return Layout(files, last_mark)
