@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.order import dn_dirs, make_input, peak_rss_mb  # noqa: E402
+from bench.order import compile_project, dn_dirs, make_input, peak_rss_mb  # noqa: E402
 
 
 def input_files(root: Path) -> list[Path]:
@@ -185,6 +185,7 @@ def main() -> None:
         return
     from binlog import kernel
 
+    compile_project()
     print(f"kernel: {'compiled binlog._kernel' if kernel.COMPILED else 'pure Python (binlog.kernel_py)'}")
     small = make_input(args.dir, args.events // 5, args.dns)
     if args.extract:

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.build import child  # noqa: E402
-from bench.order import FILE_SIZE  # noqa: E402
+from bench.order import FILE_SIZE, compile_project  # noqa: E402
 
 
 def make_input(root: Path, events: int, dns: int) -> Path:
@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     counts = [int(x) for x in args.dns.split(",")]
+    compile_project()
     roots = {n: make_input(args.dir, args.events, n) for n in counts}
     out = args.dir / "scaling-out"
     runs: dict[int, list[dict]] = {n: [] for n in counts}

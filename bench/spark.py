@@ -46,7 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.order import dn_dirs, make_input, peak_rss_mb  # noqa: E402
+from bench.order import compile_project, dn_dirs, make_input, peak_rss_mb  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -275,6 +275,7 @@ def main() -> None:
         print(json.dumps(res))
         return
 
+    compile_project()
     root = make_input(args.dir, args.events, args.dns)
     outs = args.dir / "spark-bench"
     outs.mkdir(exist_ok=True)
