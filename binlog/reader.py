@@ -314,8 +314,9 @@ class BinlogFile:
             size = h[3]
             if status == kernel.ST_FDE:
                 ctx = context_from_fde(data[off:off + size], ctx, off)
+                if self.start <= off:   # an FDE before a mid-file start is read, not counted (as iterating)
+                    self.events += 1
                 off += size
-                self.events += 1
                 if self.start > off:
                     off = self._walk_to(data, off, ctx)
                 elif 4 < self.start < off and off - size == 4:

@@ -23,8 +23,14 @@ def test_records_from_every_tenth_boundary_equal_the_event_path():
     events = list(read_events(path))
     assert len(events) > 300
     for ev in events[2::10]:
-        fast = [(k, r.pos, bytes(r.raw)) for batch in BinlogFile(path, start=ev.pos).records(_KINDS) for k, r, _ in batch]
+        scanned = BinlogFile(path, start=ev.pos)
+        fast = [(k, r.pos, bytes(r.raw)) for batch in scanned.records(_KINDS) for k, r, _ in batch]
         slow = [(_KIND_OF[e.h[1]], e.pos, bytes(e.raw)) for e in read_events(path, start=ev.pos) if _KIND_OF[e.h[1]]]
+        # the events read: those from the start on (the FDE before it is read, not counted), as iterating
+        # counts them, and as the events list says
+        walked = BinlogFile(path, start=ev.pos)
+        assert sum(1 for _ in walked) == walked.events == len(events) - events.index(ev)
+        assert scanned.events == walked.events, ev.pos
         # the scan classifies QUERYs and drops GCNs without a commit TSO; compare what both keep
         assert [r[1] for r in fast] == sorted(r[1] for r in fast)
         assert {r[1]: r[2] for r in fast}.items() <= {r[1]: r[2] for r in slow}.items()
