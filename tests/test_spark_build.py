@@ -163,3 +163,54 @@ def test_simulated_input_with_many_files_per_dn(spark, tmp_path):  # noqa: F811
     assert result.events == local.events
     report = verify(tmp_path / "spark", tmp_path / "in" / "truth.json")
     assert report.ok and report.truth_checked, report.errors[:3]
+
+
+def test_a_physical_ddl_of_a_dn_after_it_left_is_not_in_the_history(spark, tmp_path):  # noqa: F811
+    """``dn1`` leaves ``scale-2dn`` at an instruction; here it then writes a physical DDL (a copy of
+    its last one). The local merge never reads it, so it is not in ``meta.db``; the Spark build's
+    history, gathered before the ranges are shaped, must leave it out too — with every exchange and
+    with the DDL below the last range boundary (where the first wave's scan meets it)."""
+    import struct
+    import zlib
+
+    from binlog import read_events
+    from extractor.model import TxnKind
+    from gbinlog.spark_engine.batch import dn_specs, plan_build
+
+    fixture = next(f for f in FIXTURES if f.name == "scale-2dn")
+    for d in dn_dirs(fixture):
+        shutil.copytree(d, tmp_path / "in" / d.name)
+    dn1 = tmp_path / "in" / "dn1"
+    txns = list(extract(dn1))
+    assert txns[-1].kind is TxnKind.INSTRUCTION           # its branch of the instruction it leaves at
+    ddl = [t for t in txns if t.kind is TxnKind.PHYSICAL_DDL][-1]
+    last_file = dn1 / txns[-1].end.file
+    assert ddl.start.file == last_file.name
+    data = bytearray(last_file.read_bytes())
+    appended_at = pos = len(data)
+    for ev in read_events(last_file):
+        if ddl.start.offset <= ev.pos < ddl.end.offset:
+            raw = bytearray(ev.raw)
+            pos += len(raw)
+            struct.pack_into("<I", raw, 13, pos)                          # log_pos: the event's end
+            struct.pack_into("<I", raw, len(raw) - 4, zlib.crc32(raw[:-4]))
+            data += raw
+    assert pos > appended_at
+    last_file.write_bytes(bytes(data))
+    late = list(extract(dn1))[-1]
+    assert late.kind is TxnKind.PHYSICAL_DDL and late.start.offset == appended_at and late.vtso > txns[-1].vtso
+    dirs = dn_dirs(tmp_path / "in")
+    plan = plan_build(dn_specs(dirs), 8)
+    assert late.vtso < plan.bounds[-1]                    # the scan of the first wave reads it
+
+    local = local_build(dirs, tmp_path / "local")
+    phys = meta_rows(tmp_path / "local")["binlog_phy_ddl_history"]
+    assert phys and not [r for r in phys if r[2] == "dn1" and r[1] == late.vtso]
+    for exchange in ("reread", "files", "shuffle"):
+        out = tmp_path / exchange
+        result = spark_build(dirs, out, spark=spark, ranges=8, conf={"spark.gbinlog.exchange": exchange})
+        assert result.ranges == 8
+        assert meta_rows(out) == meta_rows(tmp_path / "local"), exchange
+        same_files(out, tmp_path / "local")
+        assert state_of(out) == state_of(tmp_path / "local")
+    assert local.txns == result.txns

@@ -316,7 +316,7 @@ def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
 
 def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float]) -> tuple[list[dict], list]:
     from extractor.txn_codec import BodyDecoder
-    from gbinlog.spark_engine.exchange import decode_txns, extract_part, scale_in
+    from gbinlog.spark_engine.exchange import before_leaving, decode_txns, extract_part, scale_in
     from schema_shaper import collect_history
 
     t0 = time.perf_counter()
@@ -324,8 +324,9 @@ def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
     n_parts, n_ranges = len(plan.parts), len(plan.bounds) + 1
     parts = sc.parallelize(range(n_parts), n_parts).mapPartitions(
         _one_task(partial(extract_part, plan, settings.tmp_dir))).collect()
-    history = collect_history(decode_txns((e for p in parts for e in p["history"]), BodyDecoder()))
     settings.left = scale_in(parts, settings.dns)
+    history = collect_history(before_leaving(decode_txns((e for p in parts for e in p["history"]), BodyDecoder()),
+                                             settings.left))
     timings["extract+history"] = time.perf_counter() - t0
     rows = sc.parallelize(range(n_ranges), n_ranges).mapPartitions(
         _one_task(partial(write_range_files, settings, plan, history))).collect()

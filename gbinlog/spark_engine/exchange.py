@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from extractor.model import DnTxn, TxnKind
@@ -121,6 +121,16 @@ def until(txns: Iterable[DnTxn], vtso: str | None) -> Iterator[DnTxn]:
         if t.vtso > vtso:
             return
         yield t
+
+
+def before_leaving(txns: Iterable[DnTxn], left: Mapping[str, str]) -> Iterator[DnTxn]:
+    """``txns`` without those a DN wrote after it left the cluster (``left``: ``scale_in``'s DN →
+    instruction vtso). The local merge never reads them (``until``), so their physical DDLs must
+    not reach the schema history that the engines gather before they shape (``meta.db``)."""
+    for t in txns:
+        at = left.get(t.dn)
+        if at is None or t.vtso <= at:
+            yield t
 
 
 def read_exchange(path: Path, reader) -> Iterator[DnTxn]:

@@ -74,15 +74,17 @@ def _read(spark, plan: ReadPlan):
     return spark.read.format("dnbinlog").option("plan", plan.to_json()).load()
 
 
-def collect_schema_history(df) -> list:
-    """The marks and physical DDLs of the input, as schema history entries (driver side)."""
+def collect_schema_history(df, left: dict[str, str]) -> list:
+    """The marks and physical DDLs of the input, as schema history entries (driver side); none of
+    a DN after it ``left`` (``exchange.before_leaving``)."""
     from pyspark.sql import functions as F
 
     from gbinlog.spark_engine.arrow_codec import decode_batch
+    from gbinlog.spark_engine.exchange import before_leaving
     from schema_shaper import collect_history
 
     table = df.where(F.col("kind").isin(*HISTORY_KINDS)).toArrow()
-    return collect_history(decode_batch(table))
+    return collect_history(before_leaving(decode_batch(table), left))
 
 
 def shuffled_scale_in(df, dns: list[str]) -> dict[str, str]:
@@ -108,8 +110,8 @@ def shuffle_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[s
     t0 = time.perf_counter()
     shuffled = _read(spark, plan).repartition(len(plan.pkeys), "pkey").persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        history = collect_schema_history(shuffled)
         settings.left = shuffled_scale_in(shuffled, settings.dns)
+        history = collect_schema_history(shuffled, settings.left)
         timings["extract+history"] = time.perf_counter() - t0
         bc = spark.sparkContext.broadcast(history)
         rows = shuffled.mapInArrow(partial(write_range, settings, bc), SUMMARY_DDL).toArrow().to_pylist()
