@@ -146,7 +146,7 @@ class Assembler:
 
     # -- the event loop ---------------------------------------------------------------------------
     def feed(self, file: str, events: Iterable[Event]) -> Iterator[DnTxn]:
-        """Assemble ``events`` of ``file``; yields the transactions each commit releases.
+        """Assemble ``events`` of ``file``: an iterator of the transactions each commit releases.
 
         A source offering ``grouped_records`` (a whole ``binlog.reader.BinlogFile``, a live DN file)
         is read by the kernel's ``scan_txns``: the byte loop skips the events not in the accept set
@@ -165,7 +165,8 @@ class Assembler:
             records = chain.from_iterable(events.records(_KINDS))
         else:
             records = _records_of(events)
-        yield from self._assemble(records, events)
+        # the assembler's own generator, not one more around it: a level less for every branch
+        return self._assemble(records, events)
 
     def _maker(self, file: str):
         """What the compiled ``scan_txns`` makes this DN's branches of ``file`` with; None without the
