@@ -59,8 +59,8 @@ def compile_project() -> None:
     import compileall
 
     root = Path(__file__).resolve().parents[1]
-    for package in ("binlog", "extractor", "merger", "schema_shaper", "dumper", "gbinlog", "simulator", "bench"):
-        compileall.compile_dir(root / package, quiet=2)
+    for package in (p for p in root.iterdir() if (p / "__init__.py").is_file() or p.name == "bench"):
+        compileall.compile_dir(package, quiet=2)
 
 
 def dn_dirs(root: Path) -> list[Path]:

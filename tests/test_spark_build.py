@@ -170,10 +170,8 @@ def test_a_physical_ddl_of_a_dn_after_it_left_is_not_in_the_history(spark, tmp_p
     its last one). The local merge never reads it, so it is not in ``meta.db``; the Spark build's
     history, gathered before the ranges are shaped, must leave it out too — with every exchange and
     with the DDL below the last range boundary (where the first wave's scan meets it)."""
-    import struct
-    import zlib
-
     from binlog import read_events
+    from binlog.writer import put_event
     from extractor.model import TxnKind
     from gbinlog.spark_engine.batch import dn_specs, plan_build
 
@@ -189,12 +187,9 @@ def test_a_physical_ddl_of_a_dn_after_it_left_is_not_in_the_history(spark, tmp_p
     data = bytearray(last_file.read_bytes())
     appended_at = pos = len(data)
     for ev in read_events(last_file):
-        if ddl.start.offset <= ev.pos < ddl.end.offset:
-            raw = bytearray(ev.raw)
-            pos += len(raw)
-            struct.pack_into("<I", raw, 13, pos)                          # log_pos: the event's end
-            struct.pack_into("<I", raw, len(raw) - 4, zlib.crc32(raw[:-4]))
-            data += raw
+        if ddl.start.offset <= ev.pos < ddl.end.offset:   # the same events again: new log_pos and CRC32
+            ts, type_code, server_id, _size, _log_pos, flags = ev.h
+            pos = put_event(data, pos, ts, type_code, server_id, bytes(ev.raw[19:-4]), flags)
     assert pos > appended_at
     last_file.write_bytes(bytes(data))
     late = list(extract(dn1))[-1]

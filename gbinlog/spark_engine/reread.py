@@ -176,9 +176,9 @@ def reread_jobs(spark, plan: ReadPlan, settings, timings: dict[str, float]) -> t
     parts = []
     if plan.bounds:   # one range: nothing to scan for, the writer reads every DN from its start
         parts = sc.parallelize(range(n_parts), n_parts).mapPartitions(_one_task(partial(scan_part, plan))).collect()
-    encoded = [e for p in parts for e in p["history"]]
+    scanned = list(decode_txns((e for p in parts for e in p["history"]), BodyDecoder()))
     settings.left = scale_in(parts, settings.dns)
-    history = collect_history(before_leaving(decode_txns(encoded, BodyDecoder()), settings.left))
+    history = collect_history(before_leaving(scanned, settings.left))
     starts = start_points(plan, parts)
     timings["extract+history"] = time.perf_counter() - t0
     # the last range first: with one range per core it is as long as the others
@@ -190,5 +190,6 @@ def reread_jobs(spark, plan: ReadPlan, settings, timings: dict[str, float]) -> t
     tail = next(r for r in rows if r["rng"] == n_ranges - 1)
     for dn, vtso in tail.pop("left").items():
         settings.left.setdefault(dn, vtso)
-    history = collect_history(before_leaving(decode_txns(encoded + tail.pop("history"), BodyDecoder()), settings.left))
+    scanned += decode_txns(tail.pop("history"), BodyDecoder())
+    history = collect_history(before_leaving(scanned, settings.left))
     return rows, history
