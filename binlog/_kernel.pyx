@@ -419,6 +419,22 @@ cdef class _Slots:
             (<PyObject **>((<char *><PyObject *>obj) + self.off[i]))[0] = v
         return obj
 
+    cdef inline object make5(self, object a, object b, object c, object d, object e):
+        """``make((a, b, c, d, e))`` without the tuple (one per event the scan makes)."""
+        cdef object obj = PyType_GenericAlloc(<PyTypeObject *>self.cls, 0)
+        cdef char *o = <char *><PyObject *>obj
+        Py_INCREF(a)
+        Py_INCREF(b)
+        Py_INCREF(c)
+        Py_INCREF(d)
+        Py_INCREF(e)
+        (<PyObject **>(o + self.off[0]))[0] = <PyObject *>a
+        (<PyObject **>(o + self.off[1]))[0] = <PyObject *>b
+        (<PyObject **>(o + self.off[2]))[0] = <PyObject *>c
+        (<PyObject **>(o + self.off[3]))[0] = <PyObject *>d
+        (<PyObject **>(o + self.off[4]))[0] = <PyObject *>e
+        return obj
+
 
 # the slots each made object gets, by name (every slot of the class: checked when a Maker is made)
 EVENT_SLOTS = ("pos", "h", "raw", "ctx", "_body")
@@ -471,8 +487,8 @@ cdef class Maker:
             self.ts, self.ts_obj = ts, ts
         if self.sid_obj is None or sid != self.sid:
             self.sid, self.sid_obj = sid, sid
-        return self.event.make((self.base + off, (self.ts_obj, p[4], self.sid_obj, size, u32(p + 13), p[17] | (p[18] << 8)),
-                                PyBytes_FromStringAndSize(<const char *>p, size), self.ctx, self.unset))
+        return self.event.make5(self.base + off, (self.ts_obj, p[4], self.sid_obj, size, u32(p + 13), p[17] | (p[18] << 8)),
+                                PyBytes_FromStringAndSize(<const char *>p, size), self.ctx, self.unset)
 
     cdef inline object table_names(self, const unsigned char *p, Py_ssize_t e, int tid_len):
         """``table_names`` through the per-file cache (keyed by the 6 bytes after the header)."""
