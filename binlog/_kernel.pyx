@@ -133,7 +133,7 @@ def scan(data, Py_ssize_t off, bint checksum, const unsigned char[::1] kinds, in
         # Event(pos, h, raw, ctx) without the Python __init__ call: its slots set from here
         ev = new_event(make_event)
         ev.pos = at
-        ev.h = (u32(p), p[4], u32(p + 5), w.size, u32(p + 13), p[17] | (p[18] << 8))
+        ev._h = (u32(p), p[4], u32(p + 5), w.size, u32(p + 13), p[17] | (p[18] << 8))
         ev.raw = PyBytes_FromStringAndSize(<const char *>p, w.size)
         ev.ctx = ctx
         ev._body = unset
@@ -437,7 +437,7 @@ cdef class _Slots:
 
 
 # the slots each made object gets, by name (every slot of the class: checked when a Maker is made)
-EVENT_SLOTS = ("pos", "h", "raw", "ctx", "_body")
+EVENT_SLOTS = ("pos", "_h", "raw", "ctx", "_body")
 BLOCK_SLOTS = ("trace_id", "db", "table", "events", "hint", "rows_query")
 TXN_SLOTS = ("kind", "dn", "txn_id", "branch", "start", "xid", "vtso", "end", "tso", "blocks", "server_id", "archive",
              "query", "db", "sql", "opened_at", "restart")
@@ -463,9 +463,6 @@ cdef class Maker:
     cdef readonly object heartbeat
     # the file offset of the scanned buffer's first byte (scan_txns' ``file_offset``: live runs)
     cdef Py_ssize_t base
-    # the timestamp and server id of the last event made, as Python ints: most events repeat them
-    cdef unsigned int ts, sid
-    cdef object ts_obj, sid_obj
     # user-table names by table id, per file as the assembler's (a DN never maps one id to two
     # tables while a file lasts): 64 slots by the id's low bits
     cdef unsigned long long tids[64]
@@ -478,17 +475,12 @@ cdef class Maker:
         self.unset = _unset_of(event_cls)
         self.pos_cls, self.file, self.dn, self.dml, self.bquals = pos_cls, file, dn, dml, bquals
         self.heartbeat = heartbeat
-        self.ts_obj = self.sid_obj = None
         self.names = [None] * 64
 
     cdef inline object ev(self, const unsigned char *p, Py_ssize_t off, Py_ssize_t size):
-        cdef unsigned int ts = u32(p), sid = u32(p + 5)
-        if self.ts_obj is None or ts != self.ts:
-            self.ts, self.ts_obj = ts, ts
-        if self.sid_obj is None or sid != self.sid:
-            self.sid, self.sid_obj = sid, sid
-        return self.event.make5(self.base + off, (self.ts_obj, p[4], self.sid_obj, size, u32(p + 13), p[17] | (p[18] << 8)),
-                                PyBytes_FromStringAndSize(<const char *>p, size), self.ctx, self.unset)
+        # the header tuple (Event.h) is left to be made on first read: these mostly pass through
+        return self.event.make5(self.base + off, None, PyBytes_FromStringAndSize(<const char *>p, size), self.ctx,
+                                self.unset)
 
     cdef inline object table_names(self, const unsigned char *p, Py_ssize_t e, int tid_len):
         """``table_names`` through the per-file cache (keyed by the 6 bytes after the header)."""

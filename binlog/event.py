@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from binlog.constants import CRC_LEN, HEADER_LEN, POST_HEADER_LEN_80
-from binlog.header import EventHeader
+from binlog.header import HEADER_STRUCT, EventHeader
 
 
 @dataclass(slots=True)
@@ -48,17 +48,26 @@ class Event:
     header and CRC included). ``body`` is decoded on first access from ``payload``.
 
     ``h`` is the header as a plain tuple (timestamp, type_code, server_id, event_size, log_pos,
-    flags): hot loops index it; ``header`` names the fields.
+    flags): hot loops index it; ``header`` names the fields. The compiled scan leaves it unset (None)
+    for the events it groups, which mostly pass through untouched: made on first read (a tuple and
+    two ints less per event, made and freed).
     """
 
-    __slots__ = ("pos", "h", "raw", "ctx", "_body")
+    __slots__ = ("pos", "_h", "raw", "ctx", "_body")
 
-    def __init__(self, pos: int, h: tuple, raw: bytes, ctx: FormatContext) -> None:
+    def __init__(self, pos: int, h: tuple | None, raw: bytes, ctx: FormatContext) -> None:
         self.pos = pos
-        self.h = h
+        self._h = h
         self.raw = raw
         self.ctx = ctx
         self._body = _UNSET
+
+    @property
+    def h(self) -> tuple:
+        h = self._h
+        if h is None:
+            h = self._h = HEADER_STRUCT.unpack_from(self.raw)
+        return h
 
     @property
     def header(self) -> EventHeader:

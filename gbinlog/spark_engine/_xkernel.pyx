@@ -325,7 +325,7 @@ cdef object _event(object new_event, type cls, object unset, const unsigned char
     ev = new_event(cls)
     ev.pos = u64(p + off + 1)
     cdef const unsigned char *e = p + off + 9
-    ev.h = (u32(e), e[4], u32(e + 5), u32(e + 9), u32(e + 13), e[17] | (e[18] << 8))
+    ev._h = None    # Event.h: made on first read (most pass through)
     ev.raw = PyBytes_FromStringAndSize(<const char *>e, u32(e + 9))
     ev.ctx = ctxs[ci]
     ev._body = unset

@@ -28,7 +28,7 @@ from extractor.model import Block, DnTxn, Pos, RestartPoint, TxnKind
 
 _X = compiled_twin("gbinlog.spark_engine._xkernel")
 COMPILED = _X is not None
-_EVENT_SLOTS = ("pos", "h", "raw", "ctx", "_body")
+_EVENT_SLOTS = ("pos", "_h", "raw", "ctx", "_body")
 _BLOCK_FIELDS = ("trace_id", "db", "table", "events", "hint", "rows_query")
 _TXN_FIELDS = ("kind", "dn", "txn_id", "branch", "start", "xid", "vtso", "end", "tso", "blocks", "server_id",
                "archive", "query", "db", "sql", "opened_at", "restart")
