@@ -33,7 +33,7 @@ def extensions() -> list:
         from Cython.Build import cythonize
     except ImportError:
         return framing
-    crc = {"include_dirs": ["binlog"], "depends": ["binlog/gb_crc32.h"], "libraries": ["z"]}
+    crc = {"include_dirs": ["binlog"], "depends": ["binlog/gb_crc32.h", "binlog/gb_find.h"], "libraries": ["z"]}
     return framing + cythonize([Extension("binlog._kernel", ["binlog/_kernel.pyx"], extra_compile_args=["-O2", "-g0"],
                                           **crc),
                                 Extension("gbinlog.spark_engine._xkernel", ["gbinlog/spark_engine/_xkernel.pyx"],

@@ -531,11 +531,37 @@ def test_the_compiled_crc32_folds_on_x86_with_pclmulqdq():
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=300), st.binary(min_size=1, max_size=6), st.integers(0, 320), st.none() | st.integers(0, 320))
 def test_the_compiled_find_is_bytes_find(data, needle, start, end):
-    """The cluster check's byte search (memmem) finds what ``bytes.find`` finds, in every window."""
+    """The cluster check's byte search (gb_find.h) finds what ``bytes.find`` finds, in every window."""
     assert _kernel is not None
     data = data + needle + data[:7]
     want = data.find(needle, start, len(data) if end is None else end)
     assert _kernel.find(data, needle, start, end) == kernel_py.find(data, needle, start, end) == want
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text("_ab", max_size=80), st.text("_ab", min_size=1, max_size=40), st.lists(st.integers(0, 39), max_size=12),
+       st.booleans(), st.integers(0, 40), st.none() | st.integers(0, 900))
+def test_the_compiled_find_is_bytes_find_among_near_misses(filler, needle_text, flips, present, start, end):
+    """Copies of the needle with one byte changed (its first and last bytes often the same): the
+    32-wide search (gb_find.h) must compare every candidate in full, in its blocks and its tail."""
+    assert _kernel is not None
+    needle = needle_text.encode()
+    swap = {ord("_"): b"a", ord("a"): b"b", ord("b"): b"_"}
+    pieces = [filler.encode()]
+    for i in flips:
+        i %= len(needle)
+        pieces += [needle[:i] + swap[needle[i]] + needle[i + 1:], filler.encode()[:3]]
+    if present:
+        pieces.insert(len(pieces) // 2, needle)
+    data = b"".join(pieces)
+    want = data.find(needle, start, len(data) if end is None else end)
+    assert _kernel.find(data, needle, start, end) == want
+
+
+def test_the_compiled_find_is_the_avx2_one_on_this_machine():
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if " avx2" in flags:
+        assert _kernel.find_is_avx2()
 
 
 @settings(max_examples=1000, deadline=None)
