@@ -318,6 +318,14 @@ def encode_body(txn, ctx_record):
     return out
 
 
+cdef inline object pos_part(object pos, Py_ssize_t i):
+    """``pos[i]`` of a Pos read as the tuple it is (Cython's item read of a tuple subclass goes
+    through a Python-level ``__getitem__`` call)."""
+    if not isinstance(pos, tuple):
+        raise TypeError(f"a position is a Pos, not {type(pos).__name__}")
+    return (<tuple>pos)[i]
+
+
 cdef object _event(object new_event, type cls, object unset, const unsigned char *p, Py_ssize_t off,
                    Py_ssize_t size, object ctxs):
     """An ``Event`` from the frame at ``off`` (ctx index, position, raw event)."""
@@ -507,13 +515,13 @@ def encode_record(txn, ctx_record, dict kind_index):
     _put_i64(b, <long long>start_pos)
     _put_text(b, txn.dn)
     _put_text(b, txn.branch)
-    _put_text(b, start[0])
+    _put_text(b, pos_part(start, 0))
     _put_text(b, txn.vtso)
     if bits & P_XID:
         _put_text(b, xid)
     if bits & P_END:
-        _put_text(b, end[0])
-        _put_i64(b, <long long><unsigned long long>end[1])
+        _put_text(b, pos_part(end, 0))
+        _put_i64(b, <long long><unsigned long long>pos_part(end, 1))
     if bits & P_TSO:
         _put_i64(b, <long long>tso)
     if bits & P_SERVER:
