@@ -1,5 +1,5 @@
 """The optional compiled kernels: ``binlog._kernel`` (Cython: the build's per-DN scan and
-transaction framing), ``extractor._sort`` (Cython: the Sorter and vtso text),
+transaction framing), ``extractor._sort`` (Cython: the Sorter and vtso text), ``merger._merge`` (Cython: the merge loop),
 ``gbinlog.spark_engine._xkernel`` (Cython: the Spark engine's exchange codec and range placement),
 ``dumper.server._framing`` (C: the dump's packet framing) and ``binlog._wire`` (C: the live DN
 client's unframing). Each is built when a C compiler (and Cython) is there and skipped with a
@@ -38,7 +38,8 @@ def extensions() -> list:
                                           **crc),
                                 Extension("gbinlog.spark_engine._xkernel", ["gbinlog/spark_engine/_xkernel.pyx"],
                                           extra_compile_args=["-O2", "-g0"], **crc),
-                                Extension("extractor._sort", ["extractor/_sort.pyx"], extra_compile_args=["-O2", "-g0"])],
+                                Extension("extractor._sort", ["extractor/_sort.pyx"], extra_compile_args=["-O2", "-g0"]),
+                                Extension("merger._merge", ["merger/_merge.pyx"], extra_compile_args=["-O2", "-g0"])],
                                language_level=3, quiet=True)
 
 

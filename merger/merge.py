@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
+from binlog.kernel import compiled_twin
 from extractor.model import DnTxn, TxnKind
 from extractor.vtso import vtso_is_tso
 from merger.errors import BranchConflict, NonMonotonicMerge
@@ -135,6 +136,10 @@ class _Merge:
             self._wait(rank, floor=txn.vtso)
 
     def __iter__(self) -> Iterator[GlobalTxn]:
+        return merge_loop(self) if merge_loop is not None else self.iterate()
+
+    def iterate(self) -> Iterator[GlobalTxn]:
+        """The merge loop (``merger._merge.merge_loop`` is its compiled twin)."""
         if self.idle_start:
             return
         heap, should_stop, its, leaving, dn_of = self.heap, self.should_stop, self.its, self.leaving, self.dn_of
@@ -188,6 +193,10 @@ class _Merge:
                 held = []
                 if should_stop is not None and should_stop():
                     return
+
+
+# the compiled twin of ``_Merge.iterate`` (merger/_merge.pyx), None when not built or GBINLOG_PURE_PYTHON=1
+merge_loop = compiled_twin("merger._merge", "merge_loop")
 
 
 def _non_monotonic(txn: DnTxn, last: DnTxn) -> NonMonotonicMerge:
