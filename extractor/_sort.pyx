@@ -191,6 +191,15 @@ cpdef str tso_vtso(unsigned long long tso, unsigned long long txn_id):
     return PyUnicode_DecodeLatin1(buf, n + 16, NULL)
 
 
+cpdef str seq_vtso(unsigned long long tso, unsigned long long txn_id, unsigned long long seq, str storage_seq):
+    """``extractor.vtso.py_seq_vtso``: ``f"{tso:019d}{txn_id:019d}{seq:010d}{storage_seq}"``."""
+    cdef char buf[64]
+    cdef int n = put_padded(buf, tso, 19)
+    n += put_padded(buf + n, txn_id, 19)
+    n += put_padded(buf + n, seq, 10)
+    return PyUnicode_DecodeLatin1(buf, n, NULL) + storage_seq
+
+
 # -- the assembler's rules for the kernel's groups -------------------------------------------------
 cdef enum:
     # binlog.kernel's group records (extractor.assembler checks they are these)
@@ -267,12 +276,7 @@ cdef class Groups:
             # prewrite, commit and the release that gives it back at once: a quiet point after it
             txn.end = end
             state = self.state
-            # (a Pos, read as the tuple it is: Cython's item read of a tuple subclass goes through a
-            # Python-level __getitem__ call, ~0.8k instructions)
-            if not isinstance(end, tuple):
-                raise TypeError(f"a group's end is a Pos, not {type(end).__name__}")
-            pos = <tuple>end
-            point = tuple_new(self.restart_cls, (pos[0], pos[1], state.tso, state.txn_id, state.seq))
+            point = self.quiet_point(end)
             if txn.blocks or txn.kind is not self.dml:
                 txn.restart = point
                 self.asm.point = None
@@ -283,12 +287,28 @@ cdef class Groups:
             return False
         return self.tso_commit(xid, tso, end)   # (it finds the branch just filed: never turned down)
 
+    cdef object quiet_point(self, end):
+        """The ``RestartPoint`` at ``end`` (a Pos) with the DN's vtso state (the assembler's)."""
+        # (the Pos read as the tuple it is: Cython's item read of a tuple subclass goes through a
+        # Python-level __getitem__ call, ~0.8k instructions)
+        if not isinstance(end, tuple):
+            raise TypeError(f"a group's end is a Pos, not {type(end).__name__}")
+        state = self.state
+        return tuple_new(self.restart_cls, ((<tuple>end)[0], (<tuple>end)[1], state.tso, state.txn_id, state.seq))
+
     cdef object released(self, list out, end):
-        """``asm._released(out, end)``; its commonest case here: a prepare still open (no quiet
-        point) and nothing released, where only the held-prepare warning may be due."""
+        """``asm._released(out, end)``, the assembler's rule compiled for the groups: a quiet point
+        when nothing is open (else the held-prepare warning when due), empty DML dropped, the
+        newest point carried by the last transaction released (``asm.restart_point``)."""
         asm = self.asm
-        if out or not self.sorter.wait:
-            return asm._released(out, end)
-        if monotonic() - asm._last_warn >= asm.warn_interval:
+        if not self.sorter.wait and not asm.ignoring:
+            asm.point = self.quiet_point(end)
+        elif self.sorter.wait and monotonic() - asm._last_warn >= asm.warn_interval:
             asm.warn_held()
-        return None
+        if not out:
+            return None
+        cdef list kept = [t for t in out if t.blocks or t.kind is not self.dml]
+        if kept and asm.point is not None:
+            kept[len(kept) - 1].restart = asm.point     # (wraparound=False: no [-1])
+            asm.point = None
+        return kept or None

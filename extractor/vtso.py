@@ -67,9 +67,16 @@ def py_tso_vtso(tso: int, txn_id: int) -> str:
     return f"{tso:019d}{txn_id:019d}{TSO_ZEROS}"
 
 
+def py_seq_vtso(tso: int, txn_id: int, seq: int, storage_seq: str) -> str:
+    """The vtso of a transaction that sorts after the DN's last TSO one: ``pad19(tso) + pad19(txnId)
+    + pad10(seq) + storageSeq``."""
+    return f"{tso:019d}{txn_id:019d}{seq:010d}{storage_seq}"
+
+
 # extractor/_sort.pyx's twins when built (the same text; the same seconds, one per global txn written)
 tso_vtso = compiled_twin("extractor._sort", "tso_vtso") or py_tso_vtso
 vtso_timestamp = compiled_twin("extractor._sort", "vtso_timestamp") or py_vtso_timestamp
+seq_vtso = compiled_twin("extractor._sort", "seq_vtso") or py_seq_vtso
 
 
 def vtso_for_commit(state: VtsoState, commit_tso: int | None, txn_id: int, storage_seq: str) -> str:
@@ -85,7 +92,7 @@ def vtso_for_commit(state: VtsoState, commit_tso: int | None, txn_id: int, stora
         state.try_set(commit_tso, txn_id)
         return tso_vtso(commit_tso, txn_id)
     state.seq += 1
-    return f"{state.tso:019d}{state.txn_id:019d}{state.seq:010d}{storage_seq}"
+    return seq_vtso(state.tso, state.txn_id, state.seq, storage_seq)
 
 
 def _storage_seq_of(text: str) -> str:

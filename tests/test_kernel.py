@@ -92,6 +92,7 @@ def test_compiled_pure_python_and_event_by_event_builds_are_byte_identical(name,
         m.setattr(kernel, "scan_txns", kernel_py.scan_txns)
         m.setattr(assembler, "Sorter", sorter.PySorter)
         m.setattr(vtso, "tso_vtso", vtso.py_tso_vtso)
+        m.setattr(vtso, "seq_vtso", vtso.py_seq_vtso)
         m.setattr(kernel, "frame", kernel_py.frame)
         m.setattr(importlib.import_module("merger.merge"), "merge_loop", None)
         for name in ("frame_dml", "rows_pass"):
@@ -504,6 +505,14 @@ def test_the_compiled_vtso_text_is_the_python_one(tso, txn_id):
     from extractor import _sort
 
     assert _sort.tso_vtso(tso, txn_id) == vtso.py_tso_vtso(tso, txn_id)
+
+
+@given(st.integers(0, (1 << 64) - 1), st.integers(0, (1 << 63) - 1), st.integers(0, (1 << 64) - 1),
+       st.sampled_from(["", "000000", "123456", "x"]))
+def test_the_compiled_seq_vtso_text_is_the_python_one(tso, txn_id, seq, storage):
+    from extractor import _sort
+
+    assert _sort.seq_vtso(tso, txn_id, seq, storage) == vtso.py_seq_vtso(tso, txn_id, seq, storage)
 
 
 @settings(max_examples=800, deadline=None)
