@@ -105,6 +105,23 @@ def test_compiled_pure_python_and_event_by_event_builds_are_byte_identical(name,
     assert output(tmp_path / "events") == compiled
 
 
+@pytest.mark.parametrize("name", FIXTURES)
+def test_grouped_and_event_by_event_extraction_give_the_same_transactions_and_restart_points(name):
+    """The compiled groups (``extractor._sort.Groups``: quiet points, the point carried, empty DML
+    dropped) against the assembler's own rules, event by event: every DN transaction, its vtso and
+    the restart point it carries (which no output byte shows) are the same."""
+    from extractor import extract, storage_sequences
+    from tests.test_restart_points import signature
+
+    dirs = dn_dirs(ROOT / "fixtures" / name)
+    seqs = storage_sequences(d.name for d in dirs)
+    for d in dirs:
+        grouped = [signature(t) for t in extract(d, storage_seq=seqs[d.name])]
+        one_by_one = [signature(t) for t in extract(BytesSource(d.name, BytesDn(d).files), storage_seq=seqs[d.name])]
+        assert grouped == one_by_one, d
+        assert sum(1 for s in grouped if s[7] is not None) >= 3, d    # points are carried
+
+
 def fixture_files() -> list[Path]:
     return [d / n for name in FIXTURES for d in dn_dirs(ROOT / "fixtures" / name) for n in list_binlog_files(d)]
 
