@@ -3,7 +3,19 @@
 same rules and results (the tests run both); ``extractor.sorter`` picks one (``GBINLOG_PURE_PYTHON=1``
 forces the Python ones). Built by ``pip install`` with the other kernels (setup.py)."""
 
-from cpython.unicode cimport PyUnicode_DecodeLatin1
+from libc.string cimport memcpy
+
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object o)
+
+
+cdef inline str ascii_text(const char *p, Py_ssize_t n):
+    """``p[:n]`` as a str, ``p`` known ASCII (digits): no scan for its widest character."""
+    cdef str s = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(s), p, n)
+    return s
 from heapq import heappop, heappush
 
 
@@ -145,23 +157,34 @@ cdef inline void try_set(state, unsigned long long tso, unsigned long long txn_i
         state.txn_id, state.seq = txn_id, 0
 
 
+cdef const char *TWO_DIGITS = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839" \
+    b"4041424344454647484950515253545556575859606162636465666768697071727374757677787980818283848586878889" \
+    b"90919293949596979899"
+
+
 cdef inline int put_padded(char *o, unsigned long long v, int width) noexcept nogil:
-    """``f"{v:0{width}d}"`` into ``o`` (at most 20 digits); its length."""
+    """``f"{v:0{width}d}"`` into ``o`` (at most 20 digits); its length. Two digits a step."""
     cdef char digits[20]
-    cdef int n = 0, i, k = 0
-    while True:
-        digits[n] = 48 + <char>(v % 10)
-        n += 1
-        v //= 10
-        if v == 0:
-            break
-    for i in range(width - n):
+    cdef int n = 20, i, k = 0
+    cdef unsigned int r
+    while v >= 100:
+        r = <unsigned int>(v % 100)
+        v //= 100
+        n -= 2
+        digits[n] = TWO_DIGITS[2 * r]
+        digits[n + 1] = TWO_DIGITS[2 * r + 1]
+    if v >= 10:
+        n -= 2
+        digits[n] = TWO_DIGITS[2 * v]
+        digits[n + 1] = TWO_DIGITS[2 * v + 1]
+    else:
+        n -= 1
+        digits[n] = 48 + <char>v
+    for i in range(width - (20 - n)):
         o[k] = 48
         k += 1
-    for i in range(n - 1, -1, -1):
-        o[k] = digits[i]
-        k += 1
-    return k
+    memcpy(o + k, digits + n, 20 - n)
+    return k + 20 - n
 
 
 cpdef object vtso_timestamp(str vtso):
@@ -188,7 +211,7 @@ cpdef str tso_vtso(unsigned long long tso, unsigned long long txn_id):
     n += put_padded(buf + n, txn_id, 19)
     for i in range(16):
         buf[n + i] = 48
-    return PyUnicode_DecodeLatin1(buf, n + 16, NULL)
+    return ascii_text(buf, n + 16)
 
 
 cpdef str seq_vtso(unsigned long long tso, unsigned long long txn_id, unsigned long long seq, str storage_seq):
@@ -197,7 +220,7 @@ cpdef str seq_vtso(unsigned long long tso, unsigned long long txn_id, unsigned l
     cdef int n = put_padded(buf, tso, 19)
     n += put_padded(buf + n, txn_id, 19)
     n += put_padded(buf + n, seq, 10)
-    return PyUnicode_DecodeLatin1(buf, n, NULL) + storage_seq
+    return ascii_text(buf, n) + storage_seq
 
 
 # -- the assembler's rules for the kernel's groups -------------------------------------------------
