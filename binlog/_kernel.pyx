@@ -1175,13 +1175,31 @@ cdef object pass_blocks_c(list blocks, dict plans, int pass_kind, block_cls):
         n = PyBytes_GET_SIZE(raw) - HEADER_LEN - crc
         if n < 0:
             return None
-        key = PyBytes_FromStringAndSize(PyBytes_AS_STRING(raw) + HEADER_LEN, n)
-        plan = plans.get(key)
-        if plan is None or plan.kind != pass_kind or not rows_pass_c(<list>events, plan.src_id):
+        plan = plans.get(plan_key(PyBytes_AS_STRING(raw) + HEADER_LEN, n))
+        if plan is None or P_KIND.get(plan) != pass_kind or not rows_pass_c(<list>events, P_SRC_ID.get(plan)):
             return None
-        out.append(tuple_new(block_cls, (plan.db, plan.table, plan.table_map, M_HINT.get(blk), events, plan.id_bytes,
-                                         crc)))
+        out.append(tuple_new(block_cls, (P_DB.get(plan), P_TABLE.get(plan), P_TABLE_MAP.get(plan), M_HINT.get(blk),
+                                         events, P_ID_BYTES.get(plan), crc)))
     return out
+
+
+# the fields of a shaper plan (schema_shaper.rows.TablePlan) pass_blocks reads, by their slots
+cdef _Member P_KIND = _Member("kind"), P_SRC_ID = _Member("src_id"), P_DB = _Member("db"), P_TABLE = _Member("table")
+cdef _Member P_TABLE_MAP = _Member("table_map"), P_ID_BYTES = _Member("id_bytes")
+# the plan cache's keys made before, by the table id's low bits: a block of a table seen before
+# looks its plan up with the same bytes object (hash kept), not a new one hashed again
+cdef list _plan_keys = [None] * 64
+
+
+cdef object plan_key(const char *body, Py_ssize_t n):
+    """The plan cache's key for a TABLE_MAP body ``body[:n]`` (header and CRC cut): its bytes."""
+    cdef Py_ssize_t slot = (<unsigned char>body[0] if n > 0 else 0) & 63
+    cdef object cached = _plan_keys[slot]
+    if cached is not None and PyBytes_GET_SIZE(cached) == n and memcmp(PyBytes_AS_STRING(cached), body, n) == 0:
+        return cached
+    key = PyBytes_FromStringAndSize(body, n)
+    _plan_keys[slot] = key
+    return key
 
 
 # -- a DML transaction of the global binlog from its vtso; see binlog.kernel_py.frame_dml_txn ----------
