@@ -449,6 +449,27 @@ cdef _Slots slots_of(cls, tuple names):
     return _Slots(cls, names)
 
 
+cdef extern from "Python.h":
+    void PyTuple_SET_ITEM(object p, Py_ssize_t pos, object o)
+
+
+cdef inline object pos_of(type cls, object file, object offset):
+    """``tuple.__new__(cls, (file, offset))`` (``cls``: a NamedTuple, checked by Maker) without the
+    Python call (~0.9k instructions: one or two per branch)."""
+    cdef object t = PyType_GenericAlloc(<PyTypeObject *>cls, 2)
+    Py_INCREF(file)
+    PyTuple_SET_ITEM(t, 0, file)
+    Py_INCREF(offset)
+    PyTuple_SET_ITEM(t, 1, offset)
+    return t
+
+
+def plain_tuple_class(cls) -> bool:
+    """A tuple subclass whose objects hold nothing but the items (a NamedTuple): ``pos_of`` can make it."""
+    return (isinstance(cls, type) and issubclass(cls, tuple) and cls.__basicsize__ == tuple.__basicsize__
+            and cls.__dictoffset__ == 0 and cls.__weakrefoffset__ == 0)
+
+
 cdef class Maker:
     """How ``scan_txns`` makes what the assembler would for a branch of file ``file`` of DN ``dn``:
     ``Event``s, ``Block``s and the prepared ``DnTxn`` (kind ``dml``, or ``heartbeat`` for a heartbeat
@@ -473,6 +494,8 @@ cdef class Maker:
         self.block = slots_of(block_cls, BLOCK_SLOTS)
         self.txn = slots_of(txn_cls, TXN_SLOTS)
         self.unset = _unset_of(event_cls)
+        if not plain_tuple_class(pos_cls):
+            raise TypeError(f"{pos_cls!r} is not a NamedTuple: the kernel cannot make positions of it")
         self.pos_cls, self.file, self.dn, self.dml, self.bquals = pos_cls, file, dn, dml, bquals
         self.heartbeat = heartbeat
         self.names = [None] * 64
@@ -659,7 +682,7 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
                 return (m.base + off, xid[0], None, last)
             # DnTxn(kind, dn, txn_id, branch, start, xid, vtso, end, tso, blocks, server_id, archive, query,
             # db, sql, opened_at, restart)
-            return (m.base + off, xid[0], m.txn.make((m.heartbeat if hb else m.dml, m.dn, xid[1], branch, tuple_new(m.pos_cls, (m.file, m.base + off)), xid[0],
+            return (m.base + off, xid[0], m.txn.make((m.heartbeat if hb else m.dml, m.dn, xid[1], branch, pos_of(m.pos_cls, m.file, m.base + off), xid[0],
                                             "", None, None, blocks, server, xid[3], None, None, None, m.now,
                                             None)), last)
         else:
@@ -707,7 +730,7 @@ cdef object try_tso_commit(_Walk w, Py_ssize_t off, Py_ssize_t size, int crc, Ma
     if not tso_commit_at(w, off, size, crc, &c):
         return None
     end_out[0] = c.end
-    return (m.base + off, c.tso, tuple_new(m.pos_cls, (m.file, m.base + c.end)),
+    return (m.base + off, c.tso, pos_of(m.pos_cls, m.file, m.base + c.end),
             PyUnicode_DecodeLatin1(<const char *>w.base + c.xid_at, c.xid_end - c.xid_at, NULL))
 
 
@@ -819,7 +842,7 @@ cdef object branch_record(_Walk w, Py_ssize_t at, Py_ssize_t size, Py_ssize_t q,
         return None
     end_out[0] = branch_end
     if one_phase:  # and the Pos after its XA_PREPARE, where it commits
-        return (K_LOCAL, <tuple>group + (tuple_new(maker.pos_cls, (maker.file, maker.base + branch_end)),), nrec)
+        return (K_LOCAL, <tuple>group + (pos_of(maker.pos_cls, maker.file, maker.base + branch_end),), nrec)
     if (<tuple>group)[2] is not None:
         walked = w.walked
         whole = try_commit_after(w, branch_end, <tuple>group, crc, maker, end_out)
@@ -845,7 +868,7 @@ cdef object try_commit_after(_Walk w, Py_ssize_t off, tuple branch, int crc, Mak
             or memcmp(PyUnicode_DATA(xid), w.base + c.xid_at, c.xid_end - c.xid_at) != 0:
         return None
     end_out[0] = c.end
-    return (branch[0], xid, branch[2], branch[3], m.base + at, c.tso, tuple_new(m.pos_cls, (m.file, m.base + c.end)))
+    return (branch[0], xid, branch[2], branch[3], m.base + at, c.tso, pos_of(m.pos_cls, m.file, m.base + c.end))
 
 
 def frame(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsigned int server_id, list items):
@@ -1178,8 +1201,9 @@ cdef object pass_blocks_c(list blocks, dict plans, int pass_kind, block_cls):
         plan = plans.get(plan_key(PyBytes_AS_STRING(raw) + HEADER_LEN, n))
         if plan is None or P_KIND.get(plan) != pass_kind or not rows_pass_c(<list>events, P_SRC_ID.get(plan)):
             return None
-        out.append(tuple_new(block_cls, (P_DB.get(plan), P_TABLE.get(plan), P_TABLE_MAP.get(plan), M_HINT.get(blk),
-                                         events, P_ID_BYTES.get(plan), crc)))
+        passed = (P_DB.get(plan), P_TABLE.get(plan), P_TABLE_MAP.get(plan), M_HINT.get(blk), events,
+                  P_ID_BYTES.get(plan), crc)
+        out.append(passed if block_cls is tuple else tuple_new(block_cls, passed))
     return out
 
 
