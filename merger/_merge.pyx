@@ -8,10 +8,10 @@ membership, a stream that idles or ends, errors — call back into the ``_Merge`
 those rules stays written once, in Python."""
 
 import sys
-from heapq import heappop, heappush
 
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
+from cpython.object cimport Py_LT, PyObject_RichCompareBool
 from cpython.unicode cimport PyUnicode_Compare
 
 from binlog.kernel import by_trace
@@ -49,6 +49,59 @@ cdef tuple BROADCAST = (TxnKind.HEARTBEAT, TxnKind.DDL_MARK, TxnKind.INSTRUCTION
 cdef object END = object()
 cdef str ZEROS = ZERO_SEQ
 assert len(ZEROS) == 10
+
+
+# -- the heap of DN heads ``(vtso, rank, txn)``: heapq's algorithm (the same layout, so the Python
+# methods' heapq.heappush on the same list keeps it a heap), items compared by vtso then rank — a
+# rank is in the heap once, so the txns are never compared, as in heapq's tuple comparison
+cdef inline bint item_lt(tuple a, tuple b) except -1:
+    cdef int c = PyUnicode_Compare(a[0], b[0])
+    if c != 0:
+        return c < 0
+    return PyObject_RichCompareBool(a[1], b[1], Py_LT)
+
+
+cdef void sift_down(list heap, Py_ssize_t startpos, Py_ssize_t pos) except *:
+    cdef tuple newitem = heap[pos], parent
+    cdef Py_ssize_t parentpos
+    while pos > startpos:
+        parentpos = (pos - 1) >> 1
+        parent = heap[parentpos]
+        if item_lt(newitem, parent):
+            heap[pos] = parent
+            pos = parentpos
+            continue
+        break
+    heap[pos] = newitem
+
+
+cdef void sift_up(list heap, Py_ssize_t pos) except *:
+    cdef Py_ssize_t endpos = len(heap), startpos = pos, childpos = 2 * pos + 1, rightpos
+    cdef tuple newitem = heap[pos]
+    while childpos < endpos:
+        rightpos = childpos + 1
+        if rightpos < endpos and not item_lt(heap[childpos], heap[rightpos]):
+            childpos = rightpos
+        heap[pos] = heap[childpos]
+        pos = childpos
+        childpos = 2 * pos + 1
+    heap[pos] = newitem
+    sift_down(heap, startpos, pos)
+
+
+cdef tuple heappop(list heap):
+    cdef tuple last = heap.pop(), top
+    if heap:
+        top = heap[0]
+        heap[0] = last
+        sift_up(heap, 0)
+        return top
+    return last
+
+
+cdef void heappush(list heap, tuple item) except *:
+    heap.append(item)
+    sift_down(heap, 0, len(heap) - 1)
 
 
 cdef inline object slot(object txn, Py_ssize_t off):
@@ -170,7 +223,7 @@ def merge_loop(m):
             if kind in BROADCAST:
                 # one branch per DN: the others' branches of this group are in the heap
                 while heap and (<tuple>heap[0])[0] == vtso:
-                    held.append(dn_txn((<tuple>heappop(heap))[2]))
+                    held.append(dn_txn(heappop(heap)[2]))
                 yield join(held)
                 return
             m._wait(rank)            # not provably whole: wait for the DN after all
