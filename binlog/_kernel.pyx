@@ -261,6 +261,7 @@ cdef object start_xid(const unsigned char *p, Py_ssize_t a, Py_ssize_t b):
     """``(xid, txn_id, bqual hex, archive)`` of an ``XA START`` whose xid text is ``p[a:b]``, when it
     has the DN's form and ``extractor.xid.parse`` decodes it the same way; else None."""
     cdef Py_ssize_t g_end, b_end, i, glen, at, s, e
+    cdef const unsigned char *q
     cdef unsigned char gtrid[128]
     cdef int hi, lo
     cdef unsigned long long txn_id = 0
@@ -270,16 +271,14 @@ cdef object start_xid(const unsigned char *p, Py_ssize_t a, Py_ssize_t b):
         b -= 1
     if b - a < 8 or p[a] != 88 or p[a + 1] != 39 or p[b - 2] != 44 or (p[b - 1] != 49 and p[b - 1] != 51):
         return None
-    g_end = a + 2
-    while g_end < b and p[g_end] != 39:
-        g_end += 1
+    q = <const unsigned char *>memchr(p + a + 2, 39, b - a - 2)     # the quote closing the gtrid
+    g_end = b if q == NULL else q - p
     if g_end + 4 > b or p[g_end + 1] != 44 or p[g_end + 2] != 88 or p[g_end + 3] != 39:
         return None
-    b_end = g_end + 4
-    while b_end < b and p[b_end] != 39:
-        b_end += 1
-    if b_end >= b:
+    q = <const unsigned char *>memchr(p + g_end + 4, 39, b - g_end - 4)   # the bqual's
+    if q == NULL:
         return None
+    b_end = q - p
     glen = (g_end - a - 2) // 2
     if (g_end - a - 2) % 2 or glen > 128:
         return None

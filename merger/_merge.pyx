@@ -13,6 +13,7 @@ from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.object cimport Py_LT, PyObject_RichCompareBool
 from cpython.unicode cimport PyUnicode_Compare
+from libc.string cimport memcmp
 
 from binlog.kernel import by_trace
 from extractor.model import DnTxn, TxnKind
@@ -27,6 +28,8 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef *d_member
     object PyType_GenericAlloc(PyTypeObject *tp, Py_ssize_t nitems)
+    int PyUnicode_KIND(object o)
+    void *PyUnicode_DATA(object o)
 
 
 cdef Py_ssize_t slot_offset(type cls, str name) except -1:
@@ -48,6 +51,8 @@ cdef object DML = TxnKind.DML, HEARTBEAT = TxnKind.HEARTBEAT, INSTRUCTION = TxnK
 cdef tuple BROADCAST = (TxnKind.HEARTBEAT, TxnKind.DDL_MARK, TxnKind.INSTRUCTION)
 cdef object END = object()
 cdef str ZEROS = ZERO_SEQ
+cdef bytes ZEROS_BYTES = ZERO_SEQ.encode()
+cdef const char *ZEROS_ASCII = ZEROS_BYTES
 assert len(ZEROS) == 10
 
 
@@ -138,6 +143,8 @@ cdef inline bint is_tso(str vtso):
     cdef Py_ssize_t i
     if len(vtso) < 48:
         return False
+    if PyUnicode_KIND(vtso) == 1:   # (always: a vtso is digits)
+        return memcmp(<const char *>PyUnicode_DATA(vtso) + 38, ZEROS_ASCII, 10) == 0
     for i in range(10):
         if <Py_UCS4>vtso[38 + i] != <Py_UCS4>ZEROS[i]:
             return False
