@@ -1,6 +1,21 @@
+import importlib
+
 import pytest
 
+from binlog import kernel
 from tests.mariadb import MariaDB
+
+
+@pytest.fixture(params=["compiled", "python"])
+def both_merge_loops(request, monkeypatch):
+    """The test runs with the compiled merge loop (merger/_merge.pyx) and with the Python one
+    (``pytestmark = pytest.mark.usefixtures("both_merge_loops")`` in a module)."""
+    loop = importlib.import_module("merger.merge")
+    if request.param == "python":
+        monkeypatch.setattr(loop, "merge_loop", None)
+    elif not kernel.pure_python():
+        assert loop.merge_loop is not None, "merger._merge is not built: pip install -e . with Cython"
+    return request.param
 
 
 @pytest.fixture

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
 
 import pytest
 
-from binlog import kernel, read_events
+from binlog import read_events
 from extractor import Block, DnTxn, Pos, TxnKind, extract
 from extractor.assembler import Assembler
 from merger import BranchConflict, NonMonotonicMerge, merge, merge_by_trace
@@ -17,17 +16,7 @@ from tests.test_ordering_dn_writer import DnWriter, Stmt, hint, xid_text
 
 TSO = 1_700_000_000_000 << 22
 ZERO16 = "0" * 16
-
-
-@pytest.fixture(autouse=True, params=["compiled", "python"])
-def merge_loop(request, monkeypatch):
-    """Every test here runs with the compiled merge loop (merger/_merge.pyx) and with the Python one."""
-    loop = importlib.import_module("merger.merge")
-    if request.param == "python":
-        monkeypatch.setattr(loop, "merge_loop", None)
-    elif not kernel.pure_python():
-        assert loop.merge_loop is not None, "merger._merge is not built: pip install -e . with Cython"
-    return request.param
+pytestmark = pytest.mark.usefixtures("both_merge_loops")
 
 
 def tso_vtso(tso: int, txn: int) -> str:

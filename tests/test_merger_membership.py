@@ -9,27 +9,14 @@ dn2). A batch merge of all three DNs is the reference.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from pathlib import Path
 
 import pytest
 
-from binlog import kernel
 from extractor import TxnKind, extract, storage_sequences
 from merger import IDLE, Membership, merge, storage_change
 
-
-@pytest.fixture(autouse=True, params=["compiled", "python"])
-def merge_loop(request, monkeypatch):
-    """Every test here runs with the compiled merge loop (merger/_merge.pyx) and with the Python one."""
-    loop = importlib.import_module("merger.merge")
-    if request.param == "python":
-        monkeypatch.setattr(loop, "merge_loop", None)
-    elif not kernel.pure_python():
-        assert loop.merge_loop is not None, "merger._merge is not built: pip install -e . with Cython"
-    return request.param
-
-
+pytestmark = pytest.mark.usefixtures("both_merge_loops")
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "scale-2dn"
 DNS = ["dn0", "dn1", "dn2"]
 SEQS = storage_sequences(DNS)
