@@ -19,6 +19,8 @@ cdef extern from "Python.h":
     int PyUnicode_1BYTE_KIND
 from libc.stdio cimport snprintf
 from libc.string cimport memchr, memcmp, memcpy
+
+from binlog.kernel_py import plain_tuple_class
 from time import monotonic
 
 cimport cython
@@ -461,12 +463,6 @@ cdef inline object pos_of(type cls, object file, object offset):
     Py_INCREF(offset)
     PyTuple_SET_ITEM(t, 1, offset)
     return t
-
-
-def plain_tuple_class(cls) -> bool:
-    """A tuple subclass whose objects hold nothing but the items (a NamedTuple): ``pos_of`` can make it."""
-    return (isinstance(cls, type) and issubclass(cls, tuple) and cls.__basicsize__ == tuple.__basicsize__
-            and cls.__dictoffset__ == 0 and cls.__weakrefoffset__ == 0)
 
 
 cdef class Maker:

@@ -297,3 +297,10 @@ def by_trace(branches: list) -> tuple[list, bool]:
         merged.sort(key=_trace_id)
     keys = list(map(_trace_id, merged))
     return merged, any(map(eq, keys, keys[1:]))
+
+
+def plain_tuple_class(cls) -> bool:
+    """A tuple subclass whose objects hold nothing but the items (a NamedTuple): the compiled
+    kernels make its objects by allocating a tuple of its type and setting the items."""
+    return (isinstance(cls, type) and issubclass(cls, tuple) and cls.__basicsize__ == tuple.__basicsize__
+            and cls.__dictoffset__ == 0 and cls.__weakrefoffset__ == 0)

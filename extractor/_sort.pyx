@@ -3,11 +3,13 @@
 same rules and results (the tests run both); ``extractor.sorter`` picks one (``GBINLOG_PURE_PYTHON=1``
 forces the Python ones). Built by ``pip install`` with the other kernels (setup.py)."""
 
-from libc.string cimport memcpy
-
-
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
+from libc.string cimport memcpy
+
+from heapq import heappop, heappush
+
+from binlog.kernel_py import plain_tuple_class
 
 
 cdef extern from "Python.h":
@@ -22,7 +24,6 @@ cdef inline str ascii_text(const char *p, Py_ssize_t n):
     cdef str s = PyUnicode_New(n, 127)
     memcpy(PyUnicode_DATA(s), p, n)
     return s
-from heapq import heappop, heappush
 
 
 cdef object sorter_error(str msg):
@@ -260,8 +261,7 @@ cdef class Groups:
     cdef dict by_xid
 
     def __init__(self, asm, Sorter sorter, dict by_xid, state, restart_cls, dml):
-        if not (issubclass(restart_cls, tuple) and restart_cls.__basicsize__ == tuple.__basicsize__
-                and restart_cls.__dictoffset__ == 0 and restart_cls.__weakrefoffset__ == 0):
+        if not plain_tuple_class(restart_cls):
             raise TypeError(f"{restart_cls!r} is not a NamedTuple: the groups cannot make restart points of it")
         self.asm, self.sorter, self.by_xid, self.state = asm, sorter, by_xid, state
         self.restart_cls, self.dml = restart_cls, dml

@@ -56,6 +56,20 @@ def test_the_compiled_kernel_is_built_and_used():
     assert out.stdout.strip() == "False"
 
 
+def test_the_kernels_make_only_plain_tuple_classes_by_allocation():
+    """``pos_of`` and the groups' restart points fill a tuple of the class: only a class whose
+    objects hold nothing but the items (a NamedTuple) passes; Maker and Groups refuse others."""
+    from extractor.model import Pos, RestartPoint
+
+    class WithDict(tuple):
+        pass
+
+    assert kernel_py.plain_tuple_class(Pos) and kernel_py.plain_tuple_class(RestartPoint)
+    assert not kernel_py.plain_tuple_class(WithDict) and not kernel_py.plain_tuple_class(list)
+    with pytest.raises(TypeError, match="not a NamedTuple"):
+        _kernel.Maker(Event, assembler.Block, assembler.DnTxn, WithDict, "f", "dn0", "dml", {})
+
+
 class BytesDn:
     """A fixture DN read from memory: the assembler's event-by-event path."""
 
