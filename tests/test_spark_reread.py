@@ -8,11 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from extractor import extract
+from extractor.errors import CommitWithoutPrepare
+from extractor.model import Pos
 from extractor.txn_codec import BodyDecoder
+from extractor.vtso import VtsoState
 from gbinlog.local_engine import build as local_build
 from gbinlog.spark_engine.batch import RangeSettings, dn_specs, plan_build, write_range_files
 from gbinlog.spark_engine.exchange import decode_txns, extract_part, scale_in
+from gbinlog.spark_engine.ranges import RangeSource
 from gbinlog.spark_engine.reread import scan_part, start_points, write_range_reread
+from gbinlog.spark_engine.speculate import head_history, lead_in_start, newest_point_below, speculation_misses
 from schema_shaper import collect_history
 from tests.spark_support import FIXTURES, dn_dirs
 
@@ -85,3 +91,102 @@ def test_the_first_range_writes_the_local_engines_files_and_each_attempt_its_own
     for name in local.files:
         assert (dirs[0] / name).read_bytes() == (dirs[1] / name).read_bytes() == \
             (tmp_path / "local" / name).read_bytes(), name
+
+
+def _guessing_rows(tmp: Path, plan, head: list) -> list[dict]:
+    """Every range's writer with guessed start points (``starts=None``), as the speculative job runs them."""
+    settings = _settings(tmp, plan)
+    settings.left = {}
+    history = collect_history(decode_txns(head, BodyDecoder()))
+    return [next(write_range_reread(settings, plan, history, None, r)) for r in range(len(plan.bounds) + 1)]
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_guessed_start_points_and_history_are_the_scans(tmp_path, fixture):
+    """Without the scan: each range's writer guesses its start points from the files just below its
+    boundary, the driver its history from the DNs' heads. The guesses are the scan's start points,
+    the range files the scan's bytes, and the check agrees — except for scale-2dn, whose storage
+    change below the last boundary (a DN leaving) the guesses do not model: the check says so."""
+    plan = plan_build(dn_specs(dn_dirs(fixture)), 3)
+    scan_tmp, guess_tmp = tmp_path / "scan", tmp_path / "guess"
+    scan_tmp.mkdir()
+    guess_tmp.mkdir()
+    parts = [r for i in range(len(plan.parts)) for r in scan_part(plan, i)]
+    settings = _settings(scan_tmp, plan)
+    settings.left = scale_in(parts, settings.dns)
+    starts = start_points(plan, parts)
+    scanned = [next(write_range_reread(settings, plan, _history(parts), starts, r)) for r in (1, 2)]
+    head = head_history(plan)
+    rows = _guessing_rows(guess_tmp, plan, head)
+    for r in (1, 2):
+        assert rows[r]["starts"] == [s[r] for s in starts], r
+        assert rows[r - 1]["reach"] == [s[r] for s in starts], r
+    for a, b in zip(scanned, rows[1:], strict=True):
+        for key in ("txns", "written", "events", "size", "last_vtso", "info", "sizes", "stamps"):
+            assert a[key] == b[key], (a["rng"], key)
+        name = f"range-{a['rng']:05d}"
+        assert (guess_tmp / name).read_bytes() == (scan_tmp / name).read_bytes()
+    # the history the writers below the last boundary met is the scan's
+    assert sorted(map(repr, (e for r in rows[:2] for e in r["history"]))) == \
+        sorted(map(repr, (e for p in parts for e in p["history"])))
+    miss = speculation_misses(rows, head)
+    if fixture.name == "scale-2dn":
+        assert miss == "a storage change below the last boundary"
+    else:
+        assert miss is None
+
+
+def test_a_lead_in_from_a_later_file_reads_past_commits_of_earlier_prepares(tmp_path):
+    """The guess for a boundary inside a DN's second file reads that file alone, although it opens
+    with XA COMMITs whose prepares are in the first (a strict reading from there fails): the point
+    is the whole DN's."""
+    fixture = next(f for f in FIXTURES if f.name == "bank-4dn")
+    plan = plan_build(dn_specs(dn_dirs(fixture)), 1)
+    dn = plan.dns[0]
+    with pytest.raises(CommitWithoutPrepare):
+        list(extract(RangeSource(dn.dir, dn.dn, Pos("mysql-bin.000002", 4)), dn_id=dn.dn, state=VtsoState()))
+    txns = list(extract(Path(dn.dir), dn_id=dn.dn, storage_seq=dn.storage_seq))
+    later = [t for t in txns if t.start[0] == "mysql-bin.000002"]
+    for bound in (later[len(later) // 3].vtso, later[2 * len(later) // 3].vtso):
+        truth = newest_point_below(iter(txns), bound, None)
+        assert truth[0] == "mysql-bin.000002" and truth[1] > 4
+        assert lead_in_start(plan, 0, bound) == truth
+
+
+def test_wrong_guesses_are_caught(tmp_path, monkeypatch):
+    """A history that misses DDLs below the last boundary (a head of one transaction): the check
+    says so, and the writers shaping with it fail without raising (their rows say why); a start
+    point that is not the scan's (a later file's start with an empty vtso state): a miss."""
+    from gbinlog.spark_engine import speculate
+
+    fixture = next(f for f in FIXTURES if f.name == "ddl-3dn")
+    plan = plan_build(dn_specs(dn_dirs(fixture)), 3)
+    head, short = head_history(plan), head_history(plan, quiet=1)
+    assert 0 < len(short) < len(head)
+    (tmp_path / "a").mkdir()
+    rows = _guessing_rows(tmp_path / "a", plan, head)
+    assert speculation_misses(rows, head) is None
+    miss = speculation_misses(rows, short)
+    assert miss == f"schema history below the last boundary: {len(head)} transactions met, {len(short)} in the DNs' heads"
+    (tmp_path / "b").mkdir()
+    rows = _guessing_rows(tmp_path / "b", plan, short)
+    failed = [r for r in rows if "miss" in r]
+    assert failed and failed[0]["miss"].startswith("UnknownTable: "), rows
+    assert speculation_misses(rows, short) == f"range {failed[0]['rng']}: {failed[0]['miss']}"
+    real = speculate.lead_in_start
+    # a later file's start, as if nothing were open there: DN #0's strict re-read meets a commit of
+    # an earlier prepare
+    monkeypatch.setattr(speculate, "lead_in_start", lambda plan, i, bound: ["mysql-bin.000002", 4, 0, 0, 0])
+    (tmp_path / "c").mkdir()
+    miss = speculation_misses(_guessing_rows(tmp_path / "c", plan, head), head)
+    assert miss is not None and miss.startswith("range 1: CommitWithoutPrepare: DN dn0: mysql-bin.000002: offset 462"), miss
+    # the scan's point with another vtso sequence: it reads without error, the check catches it
+    monkeypatch.setattr(speculate, "lead_in_start", lambda plan, i, bound:
+                        (lambda p: p if p in (None, "done") else [*p[:4], p[4] + 7])(real(plan, i, bound)))
+    (tmp_path / "d").mkdir()
+    rows = _guessing_rows(tmp_path / "d", plan, head)
+    assert not any("miss" in r for r in rows)
+    truth = rows[0]["reach"][0]
+    assert isinstance(truth, list)
+    assert speculation_misses(rows, head) == \
+        f"range 1, DN #0: start point {[*truth[:4], truth[4] + 7]} is not the scan's {truth}"

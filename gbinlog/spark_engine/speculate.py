@@ -1,0 +1,180 @@
+"""The ``reread`` build without its scan job, when the input allows: every range writer starts at once.
+
+``reread.scan_part`` extracts all input below the last range boundary only to learn, per DN and
+boundary, the restart point a range's writer re-reads the DN from, plus the schema history and
+the ``StorageInstChange`` instructions below it. On 2 cores that scan costs about a fifth of the
+build (bench/spark.py). Here each writer of a range ``r ≥ 1`` *guesses* those instead, and the
+guess is checked against what the writers report, exactly:
+
+* start points (``lead_in_start``): the DN read from the start of the newest file that begins
+  below the boundary, leniently (a commit whose prepare lies in an earlier file is skipped, the
+  vtso state starts empty), to the boundary; the guess is the newest restart point a transaction
+  below it carries, as the scan picks it (``newest_point_below``). It is right when the reading
+  had caught up with the whole DN's by then, which the check decides: range ``r - 1``'s writer
+  reports the scan's own answer for its upper boundary from the transactions it reads
+  (``watch``), and every range's guess must equal it, DN by DN.
+* the schema history (``head_history``): the history transactions of each DN's head (a DN's
+  CREATE TABLEs and first marks come before its first rows), read by the driver; it must equal
+  what the writers below the last boundary report they met.
+* no DN leaves the cluster below the last boundary: no writer below it meets a storage change.
+
+``speculation_misses`` says why a build's guesses did not hold (``None``: they all did); the
+driver then runs the scan and the writers again, as without speculation — so the output is the
+scan's, byte for byte, either way. A wrong guess costs a second round of writers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gbinlog.spark_engine.exchange import HISTORY_KINDS
+from gbinlog.spark_engine.plan import ReadPlan
+
+DONE = "done"   # as reread.DONE: a DN whose transactions all lie below a boundary
+HEAD_QUIET_TXNS = 1000   # the head ends after this many transactions without history
+
+
+def newest_point_below(txns: Iterator, bound: str, point):
+    """The scan's choice for ``bound``: the restart point carried by the newest transaction below
+    it (``point`` when none carries one), or ``DONE`` when no transaction reaches ``bound``."""
+    for t in txns:
+        if t.vtso >= bound:
+            return point
+        if t.restart is not None:
+            point = list(t.restart)
+    return DONE
+
+
+@contextmanager
+def _quiet_assembler():
+    """A lenient reading warns about every commit whose prepare it did not see: expected here."""
+    logger = logging.getLogger("extractor.assembler")
+    was, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = was
+
+
+def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
+    """A guess of the scan's start point of DN ``dn_idx`` for the range beginning at ``bound``,
+    read from the newest file whose first commit lies below ``bound`` (an earlier file when
+    that one holds no restart point below it; the DN's first file is read as the scan reads it)."""
+    from extractor import extract
+    from extractor.errors import OrderingError
+    from extractor.model import Pos
+    from extractor.source import list_binlog_files
+    from extractor.vtso import VtsoState, vtso_tso
+    from gbinlog.spark_engine.ranges import RangeSource, first_commit_tso
+
+    dn = plan.dns[dn_idx]
+    directory = Path(dn.dir)
+    names = list_binlog_files(directory)
+    tso = vtso_tso(bound)
+    newest = len(names) - 1
+    while newest > 0:
+        first = first_commit_tso(directory / names[newest])
+        if first is not None and first < tso:
+            break
+        newest -= 1
+    for k in range(newest, 0, -1):
+        source = RangeSource(directory, dn.dn, Pos(names[k], 4), None)
+        txns = extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=VtsoState(), strict=False)
+        try:
+            with _quiet_assembler():
+                point = newest_point_below(txns, bound, None)
+        except OrderingError:
+            continue   # the lenient reading could not go on from here: an earlier file
+        finally:
+            txns.close()
+        if point is not None:
+            return point
+    txns = extract(RangeSource(directory, dn.dn), dn_id=dn.dn, storage_seq=dn.storage_seq)
+    try:
+        return newest_point_below(txns, bound, None)
+    finally:
+        txns.close()
+
+
+def watch(txns: Iterator, lo: str | None, hi: str | None, start, dn_idx: int, reach: list,
+          history: list, changes: list) -> Iterator:
+    """``txns`` (a DN read from ``start``) in ``[lo, hi)``; meanwhile ``reach[dn_idx]`` gets the
+    scan's start point for ``hi`` (``newest_point_below``), ``history`` the encoded history
+    transactions and ``changes`` the storage changes among those yielded."""
+    from extractor.model import TxnKind
+    from extractor.txn_codec import txn_fields
+    from gbinlog.spark_engine.xkernel import encode_body
+    from merger.membership import storage_change
+
+    point = None if start in (None, DONE) else start
+    instruction = TxnKind.INSTRUCTION
+    reach[dn_idx] = DONE
+    for t in txns:
+        v = t.vtso
+        if hi is not None and v >= hi:
+            reach[dn_idx] = point
+            return
+        if t.restart is not None:
+            point = list(t.restart)
+        if lo is not None and v < lo:
+            continue
+        kind = t.kind
+        if kind in HISTORY_KINDS:
+            history.append((txn_fields(t), encode_body(t)))
+        elif kind is instruction and (storage := storage_change(t)) is not None:
+            changes.append([v, storage])
+        yield t
+
+
+def head_history(plan: ReadPlan, quiet: int | None = None) -> list[tuple]:
+    """Driver: the encoded history transactions of every DN's head, below the last boundary (in
+    DN order, as the scan lists them); the head ends after ``quiet`` (``HEAD_QUIET_TXNS``)
+    transactions without history."""
+    from extractor.txn_codec import txn_fields
+    from gbinlog.spark_engine.reread import _extract_from
+    from gbinlog.spark_engine.xkernel import encode_body
+
+    stop = plan.bounds[-1]
+    quiet = HEAD_QUIET_TXNS if quiet is None else quiet
+    entries: list[tuple] = []
+    for i in range(len(plan.dns)):
+        txns = _extract_from(plan, i, None)
+        since = 0
+        try:
+            for t in txns:
+                if t.vtso >= stop or since >= quiet:
+                    break
+                if t.kind in HISTORY_KINDS:
+                    entries.append((txn_fields(t), encode_body(t)))
+                    since = 0
+                else:
+                    since += 1
+        finally:
+            txns.close()
+    return entries
+
+
+def _same_entries(a: list, b: list) -> bool:
+    return sorted(map(repr, a)) == sorted(map(repr, b))
+
+
+def speculation_misses(rows: list[dict], head: list[tuple]) -> str | None:
+    """Why the writers' guesses (``rows``, in range order) are not the scan's answers, or
+    ``None`` when they all are."""
+    below_last = rows[:-1]
+    for r in rows:
+        if "miss" in r:
+            return f"range {r['rng']}: {r['miss']}"
+    for lower, upper in zip(rows, rows[1:], strict=False):
+        for i, (guess, truth) in enumerate(zip(upper["starts"], lower["reach"], strict=True)):
+            if guess != truth:
+                return f"range {upper['rng']}, DN #{i}: start point {guess} is not the scan's {truth}"
+    if any(r["changes"] for r in below_last):
+        return "a storage change below the last boundary"
+    met = [e for r in below_last for e in r["history"]]
+    if not _same_entries(met, head):
+        return f"schema history below the last boundary: {len(met)} transactions met, {len(head)} in the DNs' heads"
+    return None
