@@ -112,6 +112,13 @@ def test_a_wrong_guess_costs_a_second_round_not_wrong_bytes(spark, tmp_path, mon
     same_files(tmp_path / "out", tmp_path / "local")
     assert state_of(tmp_path / "out") == state_of(tmp_path / "local")
     assert meta_rows(tmp_path / "out") == meta_rows(tmp_path / "local")
+    # without guesses: the scan first, one round of writers
+    result = spark_build(dn_dirs(fixture), tmp_path / "scan", spark=spark, ranges=3, max_file_size=40 << 10,
+                         conf={"spark.gbinlog.guess": "false"})
+    assert "guess missed" not in result.timings and result.timings["extract tasks cpu"] > 0
+    same_files(tmp_path / "scan", tmp_path / "local")
+    with pytest.raises(BuildError, match="spark.gbinlog.guess=maybe: expected true or false"):
+        spark_build(dn_dirs(fixture), tmp_path / "bad", spark=spark, ranges=3, conf={"spark.gbinlog.guess": "maybe"})
 
 
 def test_input_split_at_restart_points(spark, local_outputs, tmp_path):  # noqa: F811

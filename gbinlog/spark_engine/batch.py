@@ -285,11 +285,12 @@ def _import_task_modules(_) -> int:
 
 
 def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float],
-               exchange: str = "reread") -> tuple[list[dict], list]:
+               exchange: str = "reread", guess: bool = True) -> tuple[list[dict], list]:
     """The two jobs: extract (and exchange the transactions by range) and collect the schema
     history, then one writer per range. Returns the writers' summaries in range order and the
-    history. ``exchange``: ``files`` (``exchange.py``, the default) or ``shuffle`` (a Spark
-    shuffle of Arrow rows, persisted: for comparison, bench/spark.py)."""
+    history. ``exchange``: ``reread`` (``reread.py``, the default; ``guess``: its writers guess
+    the scan's answers, ``speculate.py``), ``files`` (``exchange.py``) or ``shuffle`` (a Spark
+    shuffle of Arrow rows, persisted): the last two for comparison (bench/spark.py)."""
     from gbinlog.local_engine import BuildError
 
     if exchange not in ("reread", "files", "shuffle"):
@@ -305,7 +306,7 @@ def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
         else:
             from gbinlog.spark_engine.reread import reread_jobs
 
-            rows, history = reread_jobs(spark, plan, settings, timings)
+            rows, history = reread_jobs(spark, plan, settings, timings, speculate=guess)
     except Exception as exc:  # a Py4J/PySpark error carrying a task's typed error
         shutil.rmtree(settings.tmp_dir, ignore_errors=True)
         reraise(exc)
@@ -378,6 +379,12 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     spark, own, (server_ids, samples) = _session_and_inputs(spark, master, conf, dns, check_cluster)
     try:
         exchange = _setting(spark, conf, "exchange", "reread")
+        guess = _setting(spark, conf, "guess", "true").lower()
+        if guess not in ("true", "false"):
+            from gbinlog.local_engine import BuildError
+
+            raise BuildError(f"spark.gbinlog.guess={guess}: expected true or false")
+        guess = guess == "true"
         if ranges is None:
             setting = _setting(spark, conf, "ranges", None)
             cores = spark.sparkContext.defaultParallelism
@@ -393,7 +400,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
                                  gtids=gtids)
         timings = {"plan": time.perf_counter() - t0}
         try:
-            rows, history = run_ranges(spark, plan, settings, timings, exchange)
+            rows, history = run_ranges(spark, plan, settings, timings, exchange, guess)
             t1 = time.perf_counter()
             try:
                 check_members(rows, dns)

@@ -35,6 +35,7 @@ from gbinlog.spark_engine.plan import ReadPlan
 
 DONE = "done"   # as reread.DONE: a DN whose transactions all lie below a boundary
 HEAD_QUIET_TXNS = 1000   # the head ends after this many transactions without history
+LEAD_IN_FILES = 2        # files tried below a boundary before the DN is read from its start
 
 
 def newest_point_below(txns: Iterator, bound: str, point):
@@ -59,28 +60,38 @@ def _quiet_assembler():
         logger.disabled = was
 
 
+def _newest_file_below(directory: Path, names: list[str], tso: int) -> int:
+    """The index of the newest file whose first commit TSO is below ``tso`` (0 when none is): a
+    binary search over the files' first commits (a few events read per file probed)."""
+    from gbinlog.spark_engine.ranges import first_commit_tso
+
+    lo, hi = 0, len(names) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        first = first_commit_tso(directory / names[mid])
+        if first is not None and first < tso:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
     """A guess of the scan's start point of DN ``dn_idx`` for the range beginning at ``bound``,
-    read from the newest file whose first commit lies below ``bound`` (an earlier file when
-    that one holds no restart point below it; the DN's first file is read as the scan reads it)."""
+    read from the newest file whose first commit lies below ``bound`` (the file before when that
+    one holds no restart point below it; else the DN is read from its start, as the scan reads it)."""
     from extractor import extract
     from extractor.errors import OrderingError
     from extractor.model import Pos
     from extractor.source import list_binlog_files
     from extractor.vtso import VtsoState, vtso_tso
-    from gbinlog.spark_engine.ranges import RangeSource, first_commit_tso
+    from gbinlog.spark_engine.ranges import RangeSource
 
     dn = plan.dns[dn_idx]
     directory = Path(dn.dir)
     names = list_binlog_files(directory)
-    tso = vtso_tso(bound)
-    newest = len(names) - 1
-    while newest > 0:
-        first = first_commit_tso(directory / names[newest])
-        if first is not None and first < tso:
-            break
-        newest -= 1
-    for k in range(newest, 0, -1):
+    newest = _newest_file_below(directory, names, vtso_tso(bound))
+    for k in range(newest, max(0, newest - LEAD_IN_FILES), -1):
         source = RangeSource(directory, dn.dn, Pos(names[k], 4), None)
         txns = extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=VtsoState(), strict=False)
         try:
