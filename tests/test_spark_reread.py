@@ -153,6 +153,32 @@ def test_a_lead_in_from_a_later_file_reads_past_commits_of_earlier_prepares(tmp_
         assert lead_in_start(plan, 0, bound) == truth
 
 
+def test_a_lead_in_inside_a_file_begins_at_an_event_start_below_the_boundary(monkeypatch):
+    """With marks every 2 KB and a lead-in of 8 KB, the guess for a boundary late in a DN's first
+    file reads from an event start inside it (leniently), not from the file's start: the point
+    is still the whole DN's; a boundary near a file's start reads it from there."""
+    from binlog import read_events
+    from extractor.vtso import vtso_tso
+    from gbinlog.spark_engine import speculate
+
+    monkeypatch.setattr(speculate, "MARK_BYTES", 2048)
+    monkeypatch.setattr(speculate, "LEAD_IN_BYTES", 8192)
+    fixture = next(f for f in FIXTURES if f.name == "bank-4dn")
+    plan = plan_build(dn_specs(dn_dirs(fixture)), 1)
+    dn = plan.dns[1]
+    first = Path(dn.dir) / "mysql-bin.000001"
+    txns = list(extract(Path(dn.dir), dn_id=dn.dn, storage_seq=dn.storage_seq))
+    inside = [t for t in txns if t.start[0] == "mysql-bin.000001" and t.tso]
+    starts = {ev.pos for ev in read_events(first)}
+    bound = inside[-len(inside) // 4].vtso
+    at = speculate.lead_in_offset(first, vtso_tso(bound))
+    assert at in starts and 8192 <= at < next(t.start[1] for t in inside if t.vtso >= bound) - 8192
+    truth = newest_point_below(iter(txns), bound, None)
+    assert truth[0] == "mysql-bin.000001" and truth[1] > at
+    assert lead_in_start(plan, 1, bound) == truth
+    assert speculate.lead_in_offset(first, vtso_tso(inside[3].vtso)) == 4
+
+
 def test_wrong_guesses_are_caught(tmp_path, monkeypatch):
     """A history that misses DDLs below the last boundary (a head of one transaction): the check
     says so, and the writers shaping with it fail without raising (their rows say why); a start

@@ -139,3 +139,23 @@ def test_exchange_record_fallback_form():
     for reader in (xkernel.RecordReader(), xkernel.RecordReaderPy()):
         back = _records_back(reader, b"".join(records), 50)
         assert [dn_txn_fp(t) for t in back] == [dn_txn_fp(t) for t in flat]
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_event_marks_are_event_starts_step_bytes_apart(fixture):
+    """``event_marks`` walks the headers: its marks are the reader's event positions, the first
+    at or after every ``step`` bytes past the previous one; a cut-off last event is not walked into."""
+    from binlog import read_events
+
+    for path in sorted(p for d in dn_dirs(fixture) for p in d.glob("mysql-bin.0*")):
+        data = path.read_bytes()
+        starts = [ev.pos for ev in read_events(path)]
+        for step in (1, 1000, 8192):
+            want, due = [], 4
+            for at in starts:
+                if at >= due:
+                    want.append(at)
+                    due = at + step
+            assert xkernel.event_marks(data, 4, step) == xkernel.event_marks_py(data, 4, step) == want, (path, step)
+        cut = data[:starts[-1] + 10]
+        assert xkernel.event_marks(cut, 4, 1) == xkernel.event_marks_py(cut, 4, 1) == starts[:-1]

@@ -161,6 +161,22 @@ def count_events(const unsigned char[::1] data):
     return count
 
 
+def event_marks(const unsigned char[::1] data, Py_ssize_t off, Py_ssize_t step):
+    """Event starts in ``data`` from ``off`` (an event start, the first mark): the first event
+    start at or after every ``step`` bytes past the previous mark, up to the last whole event."""
+    cdef Py_ssize_t n = data.shape[0], size, due = off
+    cdef list out = []
+    while off + HEADER_LEN <= n:
+        size = u32(&data[off] + 9)
+        if size < HEADER_LEN or off + size > n:
+            break
+        if off >= due:
+            out.append(off)
+            due = off + step
+        off += size
+    return out
+
+
 # -- the exchange frame (extractor.txn_codec's version 2) ----------------------------------------------
 
 cdef class _Buf:

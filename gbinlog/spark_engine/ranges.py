@@ -82,9 +82,10 @@ def _commit_tso(ev: Event) -> int | None:
     return None
 
 
-def first_commit_tso(path: Path, max_events: int = 100_000) -> int | None:
-    """The first commit TSO in a DN binlog file (reads only until it is found)."""
-    for i, ev in enumerate(read_events(path)):
+def first_commit_tso(path: Path, max_events: int = 100_000, start: int = 4) -> int | None:
+    """The first commit TSO in a DN binlog file from event position ``start`` (reads only until it
+    is found)."""
+    for i, ev in enumerate(read_events(path, start=start)):
         tso = _commit_tso(ev)
         if tso is not None:
             return tso

@@ -36,6 +36,8 @@ from gbinlog.spark_engine.plan import ReadPlan
 DONE = "done"   # as reread.DONE: a DN whose transactions all lie below a boundary
 HEAD_QUIET_TXNS = 1000   # the head ends after this many transactions without history
 LEAD_IN_FILES = 2        # files tried below a boundary before the DN is read from its start
+LEAD_IN_BYTES = 8 << 20  # a lenient read begins at least this far below a boundary's first commit
+MARK_BYTES = 1 << 20     # ... at one of the file's event starts this far apart
 
 
 def newest_point_below(txns: Iterator, bound: str, point):
@@ -76,10 +78,37 @@ def _newest_file_below(directory: Path, names: list[str], tso: int) -> int:
     return lo
 
 
+def lead_in_offset(path: Path, tso: int) -> int:
+    """Where in file ``path`` to begin a lenient read for a boundary at ``tso``: an event start
+    ``LEAD_IN_BYTES`` (or more) before the last of the file's marks (event starts every
+    ``MARK_BYTES``, a walk over the headers) whose first commit lies below ``tso`` — a binary
+    search, a few events read per mark probed; 4 (the file's start) in a file smaller than that."""
+    import mmap
+
+    from gbinlog.spark_engine.ranges import first_commit_tso
+    from gbinlog.spark_engine.xkernel import event_marks
+
+    if path.stat().st_size <= LEAD_IN_BYTES + MARK_BYTES:
+        return 4
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        marks = event_marks(data, 4, MARK_BYTES)
+    lo, hi = 0, len(marks) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        first = first_commit_tso(path, 10_000, marks[mid])
+        if first is not None and first < tso:
+            lo = mid
+        else:
+            hi = mid - 1
+    target = marks[lo] - LEAD_IN_BYTES
+    return max((m for m in marks if m <= target), default=4)
+
+
 def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
-    """A guess of the scan's start point of DN ``dn_idx`` for the range beginning at ``bound``,
-    read from the newest file whose first commit lies below ``bound`` (the file before when that
-    one holds no restart point below it; else the DN is read from its start, as the scan reads it)."""
+    """A guess of the scan's start point of DN ``dn_idx`` for the range beginning at ``bound``:
+    the DN read leniently from ``lead_in_offset`` in the newest file whose first commit lies below
+    ``bound`` (then from that file's start, then likewise in the file before), else from the DN's
+    start, as the scan reads it — up to the first transaction at or above ``bound``."""
     from extractor import extract
     from extractor.errors import OrderingError
     from extractor.model import Pos
@@ -90,19 +119,25 @@ def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
     dn = plan.dns[dn_idx]
     directory = Path(dn.dir)
     names = list_binlog_files(directory)
-    newest = _newest_file_below(directory, names, vtso_tso(bound))
-    for k in range(newest, max(0, newest - LEAD_IN_FILES), -1):
-        source = RangeSource(directory, dn.dn, Pos(names[k], 4), None)
-        txns = extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=VtsoState(), strict=False)
-        try:
-            with _quiet_assembler():
-                point = newest_point_below(txns, bound, None)
-        except OrderingError:
-            continue   # the lenient reading could not go on from here: an earlier file
-        finally:
-            txns.close()
-        if point is not None:
-            return point
+    tso = vtso_tso(bound)
+    newest = _newest_file_below(directory, names, tso)
+    for k in range(newest, max(-1, newest - LEAD_IN_FILES), -1):
+        offset = lead_in_offset(directory / names[k], tso)
+        tries = [offset] if offset > 4 else []
+        if k > 0:
+            tries.append(4)   # the file's start (the first file's: the strict read below)
+        for at in tries:
+            txns = extract(RangeSource(directory, dn.dn, Pos(names[k], at), None), dn_id=dn.dn,
+                           storage_seq=dn.storage_seq, state=VtsoState(), strict=False)
+            try:
+                with _quiet_assembler():
+                    point = newest_point_below(txns, bound, None)
+            except OrderingError:
+                continue   # the lenient reading could not go on from here: read from further back
+            finally:
+                txns.close()
+            if point is not None:
+                return point
     txns = extract(RangeSource(directory, dn.dn), dn_id=dn.dn, storage_seq=dn.storage_seq)
     try:
         return newest_point_below(txns, bound, None)

@@ -9,7 +9,8 @@ the slots it sets; otherwise the pure-Python codec runs.
   at ``rel_start`` in their range file) moved to file offset ``start``: a GTID event before each
   transaction when ``sid`` is given (``dumper.gtid.insert_gtids``), else only relocated.
 * ``encode_body(txn)`` / ``decode_body(body, txn, decoder)``: ``extractor.txn_codec``'s frame.
-* ``count_events(data)``: the events in a run of whole events.
+* ``count_events(data)``: the events in a run of whole events; ``event_marks(data, off, step)``:
+  event starts about every ``step`` bytes (a walk over the headers).
 * ``encode_record(txn)`` / ``RecordReader``: the exchange's records, a whole ``DnTxn`` each (its
   scalar fields packed, then its body frame): no pickling, transactions made without their
   ``__init__`` when compiled.
@@ -49,6 +50,20 @@ def place_py(src, start: int, rel_start: int, first_gno: int, first_seq: int, si
     return buf
 
 
+def event_marks_py(data, off: int, step: int) -> list[int]:
+    out: list[int] = []
+    due = off
+    while off + 19 <= len(data):
+        size = int.from_bytes(data[off + 9:off + 13], "little")
+        if size < 19 or off + size > len(data):
+            break
+        if off >= due:
+            out.append(off)
+            due = off + step
+        off += size
+    return out
+
+
 def count_events_py(data) -> int:
     n = off = 0
     while off + 19 <= len(data):
@@ -75,10 +90,10 @@ if COMPILED:
     def place(src, start: int, rel_start: int, first_gno: int, first_seq: int, sid: bytes | None) -> bytearray:
         return _X.place(src, start, first_gno, first_seq, sid)
 
-    count_events = _X.count_events
+    count_events, event_marks = _X.count_events, _X.event_marks
 else:
     place = place_py
-    count_events = count_events_py
+    count_events, event_marks = count_events_py, event_marks_py
 
 encode_body = _encode_c if CODEC_COMPILED else txn_codec.encode_body
 decode_body = _decode_c if CODEC_COMPILED else (lambda body, txn, decoder: decoder.decode(body, txn))
@@ -207,4 +222,4 @@ def _record_reader_c():
 encode_record = _encode_record_c if CODEC_COMPILED else encode_record_py
 RecordReader = _record_reader_c if CODEC_COMPILED else RecordReaderPy
 
-__all__ = ["RecordReader", "encode_record", "CODEC_COMPILED", "COMPILED", "count_events", "decode_body", "encode_body", "place"]
+__all__ = ["RecordReader", "encode_record", "CODEC_COMPILED", "COMPILED", "count_events", "decode_body", "event_marks", "encode_body", "place"]
