@@ -155,7 +155,7 @@ def test_a_lead_in_from_a_later_file_reads_past_commits_of_earlier_prepares(tmp_
 
 def test_a_lead_in_inside_a_file_begins_at_an_event_start_below_the_boundary(monkeypatch):
     """With marks every 2 KB and a lead-in of 8 KB, the guess for a boundary late in a DN's first
-    file reads from an event start inside it (leniently), not from the file's start: the point
+    file reads from a group start inside it (leniently), not from the file's start: the point
     is still the whole DN's; a boundary near a file's start reads it from there."""
     from binlog import read_events
     from extractor.vtso import vtso_tso
@@ -169,12 +169,19 @@ def test_a_lead_in_inside_a_file_begins_at_an_event_start_below_the_boundary(mon
     first = Path(dn.dir) / "mysql-bin.000001"
     txns = list(extract(Path(dn.dir), dn_id=dn.dn, storage_seq=dn.storage_seq))
     inside = [t for t in txns if t.start[0] == "mysql-bin.000001" and t.tso]
-    starts = {ev.pos for ev in read_events(first)}
+    events = list(read_events(first))
     bound = inside[-len(inside) // 4].vtso
     at = speculate.lead_in_offset(first, vtso_tso(bound))
-    assert at in starts and 8192 <= at < next(t.start[1] for t in inside if t.vtso >= bound) - 8192
+    # a group's first event: the one before it an XA_PREPARE (or XID)
+    before = next(ev for ev, nxt in zip(events, events[1:], strict=False) if nxt.pos == at)
+    assert before.h[1] in (16, 38)
+    assert 8192 <= at < next(t.start[1] for t in inside if t.vtso >= bound) - 8192
     truth = newest_point_below(iter(txns), bound, None)
     assert truth[0] == "mysql-bin.000001" and truth[1] > at
+    # the lenient read from there finds it by itself (not by falling back to the file's start)
+    lenient = extract(RangeSource(dn.dir, dn.dn, Pos("mysql-bin.000001", at)), dn_id=dn.dn,
+                      storage_seq=dn.storage_seq, state=VtsoState(), strict=False)
+    assert newest_point_below(lenient, bound, None) == truth
     assert lead_in_start(plan, 1, bound) == truth
     assert speculate.lead_in_offset(first, vtso_tso(inside[3].vtso)) == 4
 

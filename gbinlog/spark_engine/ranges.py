@@ -24,7 +24,7 @@ from extractor import decode
 from extractor.model import Pos
 from extractor.source import DnSource, FileEvents, list_binlog_files
 
-_GCN, _SEQUENCE = 105, 80
+_GCN, _SEQUENCE, _XID, _XA_PREPARE = 105, 80, 16, 38
 _HAVE_COMMITTED_SEQ = 0x04
 _SEQ_COMMIT = 1
 
@@ -71,26 +71,66 @@ class RangeSource(DnSource):
                 raise  # the bytes before ``end`` were complete when planned: a real truncation
 
 
-def _commit_tso(ev: Event) -> int | None:
-    t = ev.h[1]
-    if t == _GCN and ev.raw[19] & _HAVE_COMMITTED_SEQ:
-        return decode.gcn(ev.raw, ev.ctx.crc_len)[1]
+def raw_commit_tso(raw, crc_len: int) -> int | None:
+    """The commit TSO an event carries (a GCN with a committed sequence, or a commit SEQUENCE)."""
+    t = raw[4]
+    if t == _GCN and raw[19] & _HAVE_COMMITTED_SEQ:
+        return decode.gcn(raw, crc_len)[1]
     if t == _SEQUENCE:
-        kind, value = decode.sequence(ev.raw, ev.ctx.crc_len)
+        kind, value = decode.sequence(raw, crc_len)
         if kind == _SEQ_COMMIT:
             return value
     return None
 
 
-def first_commit_tso(path: Path, max_events: int = 100_000, start: int = 4) -> int | None:
-    """The first commit TSO in a DN binlog file from event position ``start`` (reads only until it
-    is found)."""
-    for i, ev in enumerate(read_events(path, start=start)):
+def _commit_tso(ev: Event) -> int | None:
+    return raw_commit_tso(ev.raw, ev.ctx.crc_len)
+
+
+def first_commit_tso(path: Path, max_events: int = 100_000) -> int | None:
+    """The first commit TSO in a DN binlog file (reads only until it is found)."""
+    for i, ev in enumerate(read_events(path)):
         tso = _commit_tso(ev)
         if tso is not None:
             return tso
         if i >= max_events:
             return None
+    return None
+
+
+def group_start_after(data, off: int, max_events: int = 100_000) -> int | None:
+    """The start of the event after the first XID or XA_PREPARE event in ``data`` (a mapped DN
+    binlog file) from the event starting at ``off``: a group's first event, where a reading can
+    begin outside any transaction (``None``: none within ``max_events``)."""
+    n = len(data)
+    for _ in range(max_events):
+        if off + 19 > n:
+            return None
+        size = int.from_bytes(data[off + 9:off + 13], "little")
+        if size < 19 or off + size > n:
+            return None
+        kind = data[off + 4]
+        off += size
+        if kind == _XID or kind == _XA_PREPARE:
+            return off if off + 19 <= n else None
+    return None
+
+
+def commit_tso_after(data, off: int, crc_len: int, max_events: int = 10_000) -> int | None:
+    """The first commit TSO in ``data`` (a mapped DN binlog file) from the event starting at
+    ``off``: its headers walked, no checksum checked (a probe: ``speculate.lead_in_offset``)."""
+    n = len(data)
+    for _ in range(max_events):
+        if off + 19 > n:
+            return None
+        size = int.from_bytes(data[off + 9:off + 13], "little")
+        if size < 19 or off + size > n:
+            return None
+        if data[off + 4] in (_GCN, _SEQUENCE) and size >= 19 + 9:
+            tso = raw_commit_tso(data[off:off + size], crc_len)
+            if tso is not None:
+                return tso
+        off += size
     return None
 
 

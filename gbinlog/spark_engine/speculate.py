@@ -79,29 +79,34 @@ def _newest_file_below(directory: Path, names: list[str], tso: int) -> int:
 
 
 def lead_in_offset(path: Path, tso: int) -> int:
-    """Where in file ``path`` to begin a lenient read for a boundary at ``tso``: an event start
-    ``LEAD_IN_BYTES`` (or more) before the last of the file's marks (event starts every
-    ``MARK_BYTES``, a walk over the headers) whose first commit lies below ``tso`` — a binary
-    search, a few events read per mark probed; 4 (the file's start) in a file smaller than that."""
+    """Where in file ``path`` to begin a lenient read for a boundary at ``tso``: the first group
+    start after the mark ``LEAD_IN_BYTES`` (or more) before the last of the file's marks (event
+    starts every ``MARK_BYTES``, a walk over the headers) whose first commit lies below ``tso`` — a
+    binary search, a few events read per mark probed; 4 (the file's start) in a file smaller than
+    that, or when no group start follows."""
     import mmap
 
-    from gbinlog.spark_engine.ranges import first_commit_tso
+    from binlog import read_events
+    from gbinlog.spark_engine.ranges import commit_tso_after, group_start_after
     from gbinlog.spark_engine.xkernel import event_marks
 
     if path.stat().st_size <= LEAD_IN_BYTES + MARK_BYTES:
         return 4
+    crc_len = next(read_events(path)).ctx.crc_len   # the FDE's
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
         marks = event_marks(data, 4, MARK_BYTES)
-    lo, hi = 0, len(marks) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        first = first_commit_tso(path, 10_000, marks[mid])
-        if first is not None and first < tso:
-            lo = mid
-        else:
-            hi = mid - 1
-    target = marks[lo] - LEAD_IN_BYTES
-    return max((m for m in marks if m <= target), default=4)
+        lo, hi = 0, len(marks) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            first = commit_tso_after(data, marks[mid], crc_len)
+            if first is not None and first < tso:
+                lo = mid
+            else:
+                hi = mid - 1
+        target = marks[lo] - LEAD_IN_BYTES
+        mark = max((m for m in marks if m <= target), default=4)
+        # a mark lies anywhere in a transaction: begin at the next group's first event
+        return (group_start_after(data, mark) or 4) if mark > 4 else 4
 
 
 def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
