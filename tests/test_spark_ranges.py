@@ -141,3 +141,25 @@ def test_default_ranges_one_per_file_size_of_input_in_whole_waves_of_cores():
     assert default_ranges(dns, size * 2, cores=2) == 2
     assert default_ranges(dns, size // 3 + 1, cores=1) == 3
     assert default_ranges(dns, size // 3 + 1, cores=2) == 4
+
+
+def test_header_walk_probes_match_the_reader():
+    """``commit_tso_after`` and ``group_start_after`` (a walk over the headers of a mapped file, the
+    lead-in's probes) against the reader's events from every event start of a DN file: the first
+    commit TSO from there, and the start of the event after the first XA_PREPARE/XID."""
+    from binlog import read_events
+    from gbinlog.spark_engine.ranges import commit_tso_after, group_start_after, raw_commit_tso
+
+    path = next(p for p in FIXTURES if p.name == "bank-4dn") / "dn0" / "mysql-bin.000001"
+    data = path.read_bytes()
+    events = list(read_events(path))
+    crc = events[0].ctx.crc_len
+    checked = 0
+    for i, ev in enumerate(events[1:], 1):
+        later = events[i:]
+        tso = next((t for e in later if (t := raw_commit_tso(e.raw, e.ctx.crc_len)) is not None), None)
+        assert commit_tso_after(data, ev.pos, crc) == tso, ev.pos
+        ends = [e.pos + e.h[3] for e in later if e.h[1] in (16, 38)]
+        assert group_start_after(data, ev.pos) == (ends[0] if ends and ends[0] + 19 <= len(data) else None), ev.pos
+        checked += tso is not None
+    assert checked > 100

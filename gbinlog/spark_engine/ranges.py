@@ -98,39 +98,38 @@ def first_commit_tso(path: Path, max_events: int = 100_000) -> int | None:
     return None
 
 
-def group_start_after(data, off: int, max_events: int = 100_000) -> int | None:
-    """The start of the event after the first XID or XA_PREPARE event in ``data`` (a mapped DN
-    binlog file) from the event starting at ``off``: a group's first event, where a reading can
-    begin outside any transaction (``None``: none within ``max_events``)."""
+def _headers(data, off: int, max_events: int) -> Iterator[tuple[int, int, int]]:
+    """``(offset, type, size)`` of the whole events in ``data`` (a mapped DN binlog file) from the
+    event starting at ``off``, at most ``max_events``: the headers walked, nothing checked."""
     n = len(data)
     for _ in range(max_events):
         if off + 19 > n:
-            return None
+            return
         size = int.from_bytes(data[off + 9:off + 13], "little")
         if size < 19 or off + size > n:
-            return None
-        kind = data[off + 4]
+            return
+        yield off, data[off + 4], size
         off += size
+
+
+def group_start_after(data, off: int, max_events: int = 100_000) -> int | None:
+    """The start of the event after the first XID or XA_PREPARE event in ``data`` from the event
+    starting at ``off``: a group's first event, where a reading can begin outside any transaction
+    (``None``: none within ``max_events``)."""
+    for at, kind, size in _headers(data, off, max_events):
         if kind == _XID or kind == _XA_PREPARE:
-            return off if off + 19 <= n else None
+            return at + size if at + size + 19 <= len(data) else None
     return None
 
 
 def commit_tso_after(data, off: int, crc_len: int, max_events: int = 10_000) -> int | None:
-    """The first commit TSO in ``data`` (a mapped DN binlog file) from the event starting at
-    ``off``: its headers walked, no checksum checked (a probe: ``speculate.lead_in_offset``)."""
-    n = len(data)
-    for _ in range(max_events):
-        if off + 19 > n:
-            return None
-        size = int.from_bytes(data[off + 9:off + 13], "little")
-        if size < 19 or off + size > n:
-            return None
-        if data[off + 4] in (_GCN, _SEQUENCE) and size >= 19 + 9:
-            tso = raw_commit_tso(data[off:off + size], crc_len)
+    """The first commit TSO in ``data`` from the event starting at ``off``, no checksum checked
+    (a probe: ``speculate.lead_in_offset``)."""
+    for at, kind, size in _headers(data, off, max_events):
+        if kind in (_GCN, _SEQUENCE) and size >= 19 + 9:
+            tso = raw_commit_tso(data[at:at + size], crc_len)
             if tso is not None:
                 return tso
-        off += size
     return None
 
 
