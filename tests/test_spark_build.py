@@ -100,8 +100,9 @@ def test_several_ranges_and_small_files_are_byte_identical(spark, tmp_path, name
 
 
 def test_a_wrong_guess_costs_a_second_round_not_wrong_bytes(spark, tmp_path, monkeypatch):  # noqa: F811
-    """A head of one transaction misses ddl-3dn's later DDLs: the guessed history is wrong, the
-    build sees it and scans and writes the ranges again — the local engine's files all the same."""
+    """A head of one transaction misses ddl-3dn's later DDLs: the guessed history is wrong. In 3
+    ranges a writer below the last fails on it, so the build scans and writes the ranges again; in
+    2 the second range is written again — the local engine's files all the same."""
     from gbinlog.spark_engine import speculate
 
     fixture = next(f for f in FIXTURES if f.name == "ddl-3dn")
@@ -112,6 +113,13 @@ def test_a_wrong_guess_costs_a_second_round_not_wrong_bytes(spark, tmp_path, mon
     same_files(tmp_path / "out", tmp_path / "local")
     assert state_of(tmp_path / "out") == state_of(tmp_path / "local")
     assert meta_rows(tmp_path / "out") == meta_rows(tmp_path / "local")
+    # in 2 ranges the start points hold: only the second range is written again, with the history
+    # the first met (no scan)
+    result = spark_build(dn_dirs(fixture), tmp_path / "redo", spark=spark, ranges=2, max_file_size=40 << 10)
+    assert "guess redone" in result.timings and "guess missed" not in result.timings
+    same_files(tmp_path / "redo", tmp_path / "local")
+    assert state_of(tmp_path / "redo") == state_of(tmp_path / "local")
+    assert meta_rows(tmp_path / "redo") == meta_rows(tmp_path / "local")
     # without guesses: the scan first, one round of writers
     result = spark_build(dn_dirs(fixture), tmp_path / "scan", spark=spark, ranges=3, max_file_size=40 << 10,
                          conf={"spark.gbinlog.guess": "false"})

@@ -18,7 +18,13 @@ from gbinlog.spark_engine.batch import RangeSettings, dn_specs, plan_build, writ
 from gbinlog.spark_engine.exchange import decode_txns, extract_part, scale_in
 from gbinlog.spark_engine.ranges import RangeSource
 from gbinlog.spark_engine.reread import scan_part, start_points, write_range_reread
-from gbinlog.spark_engine.speculate import head_history, lead_in_start, newest_point_below, speculation_misses
+from gbinlog.spark_engine.speculate import (
+    head_history,
+    history_misses,
+    lead_in_start,
+    newest_point_below,
+    start_misses,
+)
 from schema_shaper import collect_history
 from tests.spark_support import FIXTURES, dn_dirs
 
@@ -129,11 +135,11 @@ def test_guessed_start_points_and_history_are_the_scans(tmp_path, fixture):
     # the history the writers below the last boundary met is the scan's
     assert sorted(map(repr, (e for r in rows[:2] for e in r["history"]))) == \
         sorted(map(repr, (e for p in parts for e in p["history"])))
-    miss = speculation_misses(rows, head)
+    miss = start_misses(rows)
     if fixture.name == "scale-2dn":
         assert miss == "a storage change below the last boundary"
     else:
-        assert miss is None
+        assert miss is None and history_misses(rows, head, plan.bounds) == []
 
 
 def test_a_lead_in_from_a_later_file_reads_past_commits_of_earlier_prepares(tmp_path):
@@ -186,10 +192,38 @@ def test_a_lead_in_inside_a_file_begins_at_an_event_start_below_the_boundary(mon
     assert speculate.lead_in_offset(first, vtso_tso(inside[3].vtso)) == 4
 
 
+def test_a_range_shaped_with_a_wrong_history_is_written_again_as_the_scans(tmp_path):
+    """ddl-3dn in 2 ranges, the history guessed from a head of one transaction: the start points
+    hold, range 1 fails on a table its history lacks; written again from its checked start points
+    with the history range 0 met, its file is the scan path's, byte for byte."""
+    fixture = next(f for f in FIXTURES if f.name == "ddl-3dn")
+    plan = plan_build(dn_specs(dn_dirs(fixture)), 2)
+    short = head_history(plan, quiet=1)
+    (tmp_path / "guess").mkdir()
+    rows = _guessing_rows(tmp_path / "guess", plan, short)
+    assert start_misses(rows) is None and "miss" in rows[1]
+    assert history_misses(rows, short, plan.bounds) == [1]
+    settings = _settings(tmp_path / "guess", plan)
+    settings.left = {}
+    starts = [[None, rows[1]["starts"][i]] for i in range(len(plan.dns))]
+    met = collect_history(decode_txns(rows[0]["history"], BodyDecoder()))
+    again = next(write_range_reread(settings, plan, met, starts, 1))
+    (tmp_path / "scan").mkdir()
+    parts = [r for i in range(len(plan.parts)) for r in scan_part(plan, i)]
+    settings = _settings(tmp_path / "scan", plan)
+    settings.left = scale_in(parts, settings.dns)
+    scanned = next(write_range_reread(settings, plan, _history(parts), start_points(plan, parts), 1))
+    for key in ("txns", "written", "events", "size", "last_vtso", "info", "sizes", "stamps"):
+        assert again[key] == scanned[key], key
+    assert (tmp_path / "guess" / "range-00001").read_bytes() == (tmp_path / "scan" / "range-00001").read_bytes()
+    assert sorted(map(repr, again["history"])) == sorted(map(repr, scanned["history"]))
+
+
 def test_wrong_guesses_are_caught(tmp_path, monkeypatch):
-    """A history that misses DDLs below the last boundary (a head of one transaction): the check
-    says so, and the writers shaping with it fail without raising (their rows say why); a start
-    point that is not the scan's (a later file's start with an empty vtso state): a miss."""
+    """A history that misses DDLs below the last boundary (a head of one transaction): the ranges
+    it reaches are named for a second round, and a writer it makes fail returns a row saying why
+    (not an error); a start point that is not the scan's (a later file's start taken as quiet; the
+    scan's point with another vtso sequence): a miss."""
     from gbinlog.spark_engine import speculate
 
     fixture = next(f for f in FIXTURES if f.name == "ddl-3dn")
@@ -198,20 +232,25 @@ def test_wrong_guesses_are_caught(tmp_path, monkeypatch):
     assert 0 < len(short) < len(head)
     (tmp_path / "a").mkdir()
     rows = _guessing_rows(tmp_path / "a", plan, head)
-    assert speculation_misses(rows, head) is None
-    miss = speculation_misses(rows, short)
-    assert miss == f"schema history below the last boundary: {len(head)} transactions met, {len(short)} in the DNs' heads"
+    assert start_misses(rows) is None and history_misses(rows, head, plan.bounds) == []
+    # with the short head as the guess: every range with a missing entry below its lower boundary
+    missing = [e for e in head if repr(e) not in set(map(repr, short))]
+    want = [r for r in (1, 2) if any(e[0][7] < plan.bounds[r - 1] for e in missing)]
+    assert want and history_misses(rows, short, plan.bounds) == want
     (tmp_path / "b").mkdir()
     rows = _guessing_rows(tmp_path / "b", plan, short)
     failed = [r for r in rows if "miss" in r]
     assert failed and failed[0]["miss"].startswith("UnknownTable: "), rows
-    assert speculation_misses(rows, short) == f"range {failed[0]['rng']}: {failed[0]['miss']}"
+    if failed[0]["rng"] < 2:
+        assert start_misses(rows) == f"range {failed[0]['rng']}: {failed[0]['miss']}"
+    else:
+        assert start_misses(rows) is None and 2 in history_misses(rows, short, plan.bounds)
     real = speculate.lead_in_start
     # a later file's start, as if nothing were open there: DN #0's strict re-read meets a commit of
     # an earlier prepare
     monkeypatch.setattr(speculate, "lead_in_start", lambda plan, i, bound: ["mysql-bin.000002", 4, 0, 0, 0])
     (tmp_path / "c").mkdir()
-    miss = speculation_misses(_guessing_rows(tmp_path / "c", plan, head), head)
+    miss = start_misses(_guessing_rows(tmp_path / "c", plan, head))
     assert miss is not None and miss.startswith("range 1: CommitWithoutPrepare: DN dn0: mysql-bin.000002: offset 462"), miss
     # the scan's point with another vtso sequence: it reads without error, the check catches it
     monkeypatch.setattr(speculate, "lead_in_start", lambda plan, i, bound:
@@ -221,5 +260,4 @@ def test_wrong_guesses_are_caught(tmp_path, monkeypatch):
     assert not any("miss" in r for r in rows)
     truth = rows[0]["reach"][0]
     assert isinstance(truth, list)
-    assert speculation_misses(rows, head) == \
-        f"range 1, DN #0: start point {[*truth[:4], truth[4] + 7]} is not the scan's {truth}"
+    assert start_misses(rows) == f"range 1, DN #0: start point {[*truth[:4], truth[4] + 7]} is not the scan's {truth}"

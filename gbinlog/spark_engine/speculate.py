@@ -18,9 +18,12 @@ guess is checked against what the writers report, exactly:
   what the writers below the last boundary report they met.
 * no DN leaves the cluster below the last boundary: no writer below it meets a storage change.
 
-``speculation_misses`` says why a build's guesses did not hold (``None``: they all did); the
-driver then runs the scan and the writers again, as without speculation — so the output is the
-scan's, byte for byte, either way. A wrong guess costs a second round of writers.
+``start_misses`` says why the start points do not hold (or a DN leaves below the last boundary,
+or a writer below it failed): the driver then runs the scan and the writers again, as without
+guesses. Otherwise every range read exactly its transactions, and ``history_misses`` names the
+ranges shaped with a history that is not the one the ranges below met: those are written again
+from their start points with that history (a DDL past the DNs' heads costs their writers twice,
+not a scan). Either way the output is the scan's, byte for byte.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from gbinlog.spark_engine.plan import ReadPlan
 
 DONE = "done"   # as reread.DONE: a DN whose transactions all lie below a boundary
 HEAD_QUIET_TXNS = 1000   # the head ends after this many transactions without history
+HEAD_MAX_TXNS = 20_000   # ... or after this many (dense DDLs: the writers' redo finds the rest)
+_VTSO = 7                # in ``txn_fields``
 LEAD_IN_FILES = 2        # files tried below a boundary before the DN is read from its start
 LEAD_IN_BYTES = 8 << 20  # a lenient read begins at least this far below a boundary's first commit
 MARK_BYTES = 1 << 20     # ... at one of the file's event starts this far apart
@@ -95,6 +100,8 @@ def lead_in_offset(path: Path, tso: int) -> int:
     crc_len = next(read_events(path)).ctx.crc_len   # the FDE's
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
         marks = event_marks(data, 4, MARK_BYTES)
+        if not marks:
+            return 4   # no whole event: the read from the file's start says what is wrong
         lo, hi = 0, len(marks) - 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
@@ -163,27 +170,32 @@ def watch(txns: Iterator, lo: str | None, hi: str | None, start, dn_idx: int, re
     point = None if start in (None, DONE) else start
     instruction = TxnKind.INSTRUCTION
     reach[dn_idx] = DONE
-    for t in txns:
-        v = t.vtso
-        if hi is not None and v >= hi:
-            reach[dn_idx] = point
-            return
-        if t.restart is not None:
-            point = list(t.restart)
-        if lo is not None and v < lo:
-            continue
-        kind = t.kind
-        if kind in HISTORY_KINDS:
-            history.append((txn_fields(t), encode_body(t)))
-        elif kind is instruction and (storage := storage_change(t)) is not None:
-            changes.append([v, storage])
-        yield t
+    try:
+        for t in txns:
+            v = t.vtso
+            if hi is not None and v >= hi:
+                reach[dn_idx] = point
+                return
+            if t.restart is not None:
+                point = list(t.restart)
+            if lo is not None and v < lo:
+                continue
+            kind = t.kind
+            if kind in HISTORY_KINDS:
+                history.append((txn_fields(t), encode_body(t)))
+            elif kind is instruction and (storage := storage_change(t)) is not None:
+                changes.append([v, storage])
+            yield t
+    finally:
+        close = getattr(txns, "close", None)
+        if close is not None:
+            close()
 
 
 def head_history(plan: ReadPlan, quiet: int | None = None) -> list[tuple]:
     """Driver: the encoded history transactions of every DN's head, below the last boundary (in
     DN order, as the scan lists them); the head ends after ``quiet`` (``HEAD_QUIET_TXNS``)
-    transactions without history."""
+    transactions without history, or ``HEAD_MAX_TXNS`` in all."""
     from extractor.txn_codec import txn_fields
     from gbinlog.spark_engine.reread import _extract_from
     from gbinlog.spark_engine.xkernel import encode_body
@@ -193,11 +205,12 @@ def head_history(plan: ReadPlan, quiet: int | None = None) -> list[tuple]:
     entries: list[tuple] = []
     for i in range(len(plan.dns)):
         txns = _extract_from(plan, i, None)
-        since = 0
+        since = read = 0
         try:
             for t in txns:
-                if t.vtso >= stop or since >= quiet:
+                if t.vtso >= stop or since >= quiet or read >= HEAD_MAX_TXNS:
                     break
+                read += 1
                 if t.kind in HISTORY_KINDS:
                     entries.append((txn_fields(t), encode_body(t)))
                     since = 0
@@ -212,20 +225,31 @@ def _same_entries(a: list, b: list) -> bool:
     return sorted(map(repr, a)) == sorted(map(repr, b))
 
 
-def speculation_misses(rows: list[dict], head: list[tuple]) -> str | None:
-    """Why the writers' guesses (``rows``, in range order) are not the scan's answers, or
-    ``None`` when they all are."""
-    below_last = rows[:-1]
-    for r in rows:
+def start_misses(rows: list[dict]) -> str | None:
+    """Why the writers' guessed start points (``rows``, in range order) are not the scan's, or a
+    DN leaves below the last boundary, or a writer below it failed; ``None`` when none of these:
+    then every range read exactly its transactions, and ``rows[:-1]``'s history is the scan's."""
+    for r in rows[:-1]:
         if "miss" in r:
             return f"range {r['rng']}: {r['miss']}"
     for lower, upper in zip(rows, rows[1:], strict=False):
         for i, (guess, truth) in enumerate(zip(upper["starts"], lower["reach"], strict=True)):
             if guess != truth:
                 return f"range {upper['rng']}, DN #{i}: start point {guess} is not the scan's {truth}"
-    if any(r["changes"] for r in below_last):
+    if any(r["changes"] for r in rows[:-1]):
         return "a storage change below the last boundary"
-    met = [e for r in below_last for e in r["history"]]
-    if not _same_entries(met, head):
-        return f"schema history below the last boundary: {len(met)} transactions met, {len(head)} in the DNs' heads"
     return None
+
+
+def history_misses(rows: list[dict], head: list[tuple], bounds: list[str]) -> list[int]:
+    """After ``start_misses`` found nothing: the ranges to write again, with the history the ranges
+    below the last boundary met — those whose guessed history below their lower boundary is not
+    that one, and a last range that failed."""
+    met = [e for r in rows[:-1] for e in r["history"]]
+    redo = []
+    for r in range(1, len(rows)):
+        lo = bounds[r - 1]
+        if "miss" in rows[r] or not _same_entries([e for e in met if e[0][_VTSO] < lo],
+                                                   [e for e in head if e[0][_VTSO] < lo]):
+            redo.append(r)
+    return redo

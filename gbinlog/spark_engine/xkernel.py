@@ -90,7 +90,8 @@ if COMPILED:
     def place(src, start: int, rel_start: int, first_gno: int, first_seq: int, sid: bytes | None) -> bytearray:
         return _X.place(src, start, first_gno, first_seq, sid)
 
-    count_events, event_marks = _X.count_events, _X.event_marks
+    # a kernel built before event_marks existed (an old in-place build) still loads
+    count_events, event_marks = _X.count_events, getattr(_X, "event_marks", event_marks_py)
 else:
     place = place_py
     count_events, event_marks = count_events_py, event_marks_py
