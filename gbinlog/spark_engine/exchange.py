@@ -34,6 +34,12 @@ from merger.membership import storage_change
 
 BATCH = 512
 HISTORY_KINDS = (TxnKind.DDL_MARK, TxnKind.PHYSICAL_DDL)   # the rows the driver needs before shaping
+
+
+def history_entry(t: DnTxn) -> tuple:
+    """A history transaction as it travels to the driver: its scalar fields and its body frame
+    (``decode_txns`` turns it back)."""
+    return txn_fields(t), encode_body(t)
 CHUNK = 4 << 20
 
 
@@ -71,7 +77,7 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
             last = v
             kind = t.kind
             if kind in HISTORY_KINDS:
-                history.append((txn_fields(t), encode_body(t)))
+                history.append(history_entry(t))
             elif kind is TxnKind.INSTRUCTION and (storage := storage_change(t)) is not None:
                 instructions.append([v, storage])
             batch = pending.get(rng)

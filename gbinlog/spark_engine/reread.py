@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from itertools import dropwhile, takewhile
 
 from gbinlog.spark_engine.errors import in_task
-from gbinlog.spark_engine.exchange import HISTORY_KINDS
+from gbinlog.spark_engine.exchange import HISTORY_KINDS, history_entry
 from gbinlog.spark_engine.plan import ReadPlan, part_txns
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,6 @@ def scan_part(plan: ReadPlan, index: int) -> Iterator[dict]:
     transaction of the partition below it, else the partition's own start (a restart point)."""
     from dumper.pipeline import fewer_gc_passes
     from extractor.model import TxnKind
-    from extractor.txn_codec import txn_fields
-    from gbinlog.spark_engine.xkernel import encode_body
     from merger.membership import storage_change
 
     cpu = time.process_time()
@@ -83,7 +81,7 @@ def scan_part(plan: ReadPlan, index: int) -> Iterator[dict]:
                 point = list(t.restart)
             kind = t.kind
             if kind in HISTORY_KINDS:
-                history.append((txn_fields(t), encode_body(t)))
+                history.append(history_entry(t))
             elif kind is instruction and (storage := storage_change(t)) is not None:
                 instructions.append([v, storage])
     yield {"part": index, "dn": plan.dns[part.dn_idx].dn, "crossed": crossed, "history": history,
@@ -139,12 +137,10 @@ def range_stream(plan: ReadPlan, dn_idx: int, start, lo: str | None, hi: str | N
 
 def _capture(txns: Iterator, into: list) -> Iterator:
     """``txns``, with the schema history's ones (DDL marks, physical DDLs) encoded into ``into``."""
-    from extractor.txn_codec import txn_fields
-    from gbinlog.spark_engine.xkernel import encode_body
 
     for t in txns:
         if t.kind in HISTORY_KINDS:
-            into.append((txn_fields(t), encode_body(t)))
+            into.append(history_entry(t))
         yield t
 
 

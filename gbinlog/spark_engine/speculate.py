@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gbinlog.spark_engine.exchange import HISTORY_KINDS
+from gbinlog.spark_engine.exchange import HISTORY_KINDS, history_entry
 from gbinlog.spark_engine.plan import ReadPlan
 
 DONE = "done"   # as reread.DONE: a DN whose transactions all lie below a boundary
@@ -127,6 +127,7 @@ def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
     from extractor.source import list_binlog_files
     from extractor.vtso import VtsoState, vtso_tso
     from gbinlog.spark_engine.ranges import RangeSource
+    from gbinlog.spark_engine.reread import _extract_from
 
     dn = plan.dns[dn_idx]
     directory = Path(dn.dir)
@@ -150,7 +151,7 @@ def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
                 txns.close()
             if point is not None:
                 return point
-    txns = extract(RangeSource(directory, dn.dn), dn_id=dn.dn, storage_seq=dn.storage_seq)
+    txns = _extract_from(plan, dn_idx, None)
     try:
         return newest_point_below(txns, bound, None)
     finally:
@@ -163,8 +164,6 @@ def watch(txns: Iterator, lo: str | None, hi: str | None, start, dn_idx: int, re
     scan's start point for ``hi`` (``newest_point_below``), ``history`` the encoded history
     transactions and ``changes`` the storage changes among those yielded."""
     from extractor.model import TxnKind
-    from extractor.txn_codec import txn_fields
-    from gbinlog.spark_engine.xkernel import encode_body
     from merger.membership import storage_change
 
     point = None if start in (None, DONE) else start
@@ -182,7 +181,7 @@ def watch(txns: Iterator, lo: str | None, hi: str | None, start, dn_idx: int, re
                 continue
             kind = t.kind
             if kind in HISTORY_KINDS:
-                history.append((txn_fields(t), encode_body(t)))
+                history.append(history_entry(t))
             elif kind is instruction and (storage := storage_change(t)) is not None:
                 changes.append([v, storage])
             yield t
@@ -196,9 +195,7 @@ def head_history(plan: ReadPlan, quiet: int | None = None) -> list[tuple]:
     """Driver: the encoded history transactions of every DN's head, below the last boundary (in
     DN order, as the scan lists them); the head ends after ``quiet`` (``HEAD_QUIET_TXNS``)
     transactions without history, or ``HEAD_MAX_TXNS`` in all."""
-    from extractor.txn_codec import txn_fields
     from gbinlog.spark_engine.reread import _extract_from
-    from gbinlog.spark_engine.xkernel import encode_body
 
     stop = plan.bounds[-1]
     quiet = HEAD_QUIET_TXNS if quiet is None else quiet
@@ -212,7 +209,7 @@ def head_history(plan: ReadPlan, quiet: int | None = None) -> list[tuple]:
                     break
                 read += 1
                 if t.kind in HISTORY_KINDS:
-                    entries.append((txn_fields(t), encode_body(t)))
+                    entries.append(history_entry(t))
                     since = 0
                 else:
                     since += 1
