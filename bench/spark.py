@@ -311,6 +311,9 @@ def main() -> None:
               f"{first['seconds']:.1f} s; warm {_mm([x['seconds'] for x in rest])} s = "
               f"{events / best['seconds']:,.0f} events/s, CPU {_mm([x['cpu'] for x in rest])} s ({_load()}) "
               f"[best: {phases}; writer tasks {', '.join(f'{x:.2f}' for x in best['range_seconds'])} s]")
+        print("  every warm build (wall: writers' job, files; writer tasks): " + "; ".join(
+            f"{x['seconds']:.2f}: {x['timings'].get('write', 0):.2f}, {x['timings'].get('files', 0):.2f}"
+            f" ({'/'.join(f'{t:.2f}' for t in x['range_seconds'])})" for x in rest))
         print(f"  byte-identical to the local engine: "
               f"{all(same_files(Path(x['dest']), outs / 'local') for x in r['runs'])}")
     if args.warm:

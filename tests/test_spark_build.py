@@ -99,6 +99,26 @@ def test_several_ranges_and_small_files_are_byte_identical(spark, tmp_path, name
             same_files(tmp_path / exchange, tmp_path / "local")
 
 
+def test_the_first_range_places_the_second_while_it_is_written(spark, tmp_path):  # noqa: F811
+    """Two ranges on local[2]: the first range's task follows the second and places it (``follow.py``):
+    no copy job, the local engine's files, state and meta store; ``spark.gbinlog.follow=false``
+    copies instead, the same bytes."""
+    fixture = next(f for f in FIXTURES if f.name == "bank-4dn")
+    local = local_build(dn_dirs(fixture), tmp_path / "local", settings=Settings(max_file_size=40 << 10))
+    result = spark_build(dn_dirs(fixture), tmp_path / "out", spark=spark, ranges=2, max_file_size=40 << 10)
+    assert result.timings["followed"] == 1.0 and result.timings["follow"] > 0, result.timings
+    assert result.files == local.files and len(local.files) >= 3
+    same_files(tmp_path / "out", tmp_path / "local")
+    assert state_of(tmp_path / "out") == state_of(tmp_path / "local")
+    assert meta_rows(tmp_path / "out") == meta_rows(tmp_path / "local")
+    copied = spark_build(dn_dirs(fixture), tmp_path / "copied", spark=spark, ranges=2, max_file_size=40 << 10,
+                         conf={"spark.gbinlog.follow": "false"})
+    assert copied.timings["followed"] == 0.0 and "follow" not in copied.timings
+    same_files(tmp_path / "copied", tmp_path / "local")
+    with pytest.raises(BuildError, match="spark.gbinlog.follow=often: expected true or false"):
+        spark_build(dn_dirs(fixture), tmp_path / "bad", spark=spark, ranges=2, conf={"spark.gbinlog.follow": "often"})
+
+
 def test_a_wrong_guess_costs_a_second_round_not_wrong_bytes(spark, tmp_path, monkeypatch):  # noqa: F811
     """A head of one transaction misses ddl-3dn's later DDLs: the guessed history is wrong. In 3
     ranges a writer below the last fails on it, so the build scans and writes the ranges again; in
@@ -117,6 +137,7 @@ def test_a_wrong_guess_costs_a_second_round_not_wrong_bytes(spark, tmp_path, mon
     # the first met (no scan)
     result = spark_build(dn_dirs(fixture), tmp_path / "redo", spark=spark, ranges=2, max_file_size=40 << 10)
     assert "guess redone" in result.timings and "guess missed" not in result.timings
+    assert result.timings["followed"] == 0.0     # the first round's second range failed: nothing absorbed
     same_files(tmp_path / "redo", tmp_path / "local")
     assert state_of(tmp_path / "redo") == state_of(tmp_path / "local")
     assert meta_rows(tmp_path / "redo") == meta_rows(tmp_path / "local")

@@ -45,6 +45,9 @@ TMP_DIR = ".spark-ranges"
 # payloads and bookkeeping per transaction in Python, its fsyncs): 6 % more CPU per byte than a
 # range file on 2.35 GB (6.9 against 6.5 s), so it gets that much less input and the two finish together.
 FIRST_RANGE_SHARE = 0.94
+# ... and when it then follows the second range (``follow.py``: places its bytes while it is being
+# written), it gets less again, so that it is done early enough to catch up with the second one.
+FOLLOW_FIRST_SHARE = 0.8
 
 
 @dataclass
@@ -62,6 +65,9 @@ class RangeSettings:
     # the first range written as final files, as the local writer writes them (``render.FinalFiles``)
     max_file_size: int = 0
     gtids: bool = False
+    # the first range's task may follow the second (``follow.py``); ``follow``: the writer job's token
+    may_follow: bool = False
+    follow: str | None = None
 
 
 @dataclass
@@ -390,20 +396,23 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
             cores = spark.sparkContext.defaultParallelism
             ranges = int(setting) if setting else \
                 executor_cores(spark.sparkContext) if exchange == "reread" else default_ranges(dns, max_file_size, cores)
-        plan = plan_build(dns, ranges, splits, samples, FIRST_RANGE_SHARE if exchange == "reread" else 1.0)
+        may_follow = exchange == "reread" and ranges > 1 and _following(spark, conf)
+        plan = plan_build(dns, ranges, splits, samples, (FOLLOW_FIRST_SHARE if may_follow else FIRST_RANGE_SHARE)
+                          if exchange == "reread" else 1.0)
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / TMP_DIR
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         settings = RangeSettings(str(tmp), [d.dn for d in dns], plan.bounds, server_id, server_version,
                                  heartbeat_interval, on_error, max_file_size=max_file_size,
-                                 gtids=gtids)
+                                 gtids=gtids, may_follow=may_follow)
         timings = {"plan": time.perf_counter() - t0}
         try:
             rows, history = run_ranges(spark, plan, settings, timings, exchange, guess)
             t1 = time.perf_counter()
             try:
                 check_members(rows, dns)
+                _absorb(rows, timings)
                 result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id,
                                       server_version=server_version, max_file_size=max_file_size, gtids=gtids)
             finally:
@@ -426,6 +435,31 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     result.ranges = len(plan.pkeys)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _following(spark, conf: dict[str, str]) -> bool:
+    """Whether the first range's task may follow the second (``follow.py``): ``spark.gbinlog.follow``
+    (default true), on a local master without speculation (``layout.copies_may_release``: one
+    attempt of a task at a time, the tasks on this machine) with two cores or more (the two
+    writers at once)."""
+    from gbinlog.local_engine import BuildError
+    from gbinlog.spark_engine.layout import copies_may_release
+
+    setting = (_setting(spark, conf, "follow", "true") or "true").lower()
+    if setting not in ("true", "false"):
+        raise BuildError(f"spark.gbinlog.follow={setting}: expected true or false")
+    sc = spark.sparkContext
+    return setting == "true" and copies_may_release(sc.getConf()) and executor_cores(sc) > 1
+
+
+def _absorb(rows: list[dict], timings: dict[str, float]) -> None:
+    from gbinlog.spark_engine.follow import absorb_followed
+
+    followed = rows[0].get("followed") if rows else None
+    if followed:
+        timings["follow"] = followed["seconds"]
+        timings["follow: waited"] = followed["waited"]
+    timings["followed"] = float(absorb_followed(rows))
 
 
 def remove_binlog_files(out: Path) -> None:

@@ -55,6 +55,8 @@ class FilePlan:
 class Layout:
     files: list[FilePlan]
     last_mark: tuple[str, int] | None   # end of the last written transaction (file, offset)
+    # where the layout ends, as ``placed`` (``resume_layout``: a layout goes on from there)
+    end: dict = field(default_factory=dict, compare=False)
 
 
 def pack_u32(values: list[int]) -> bytes:
@@ -145,7 +147,9 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
                 cur = rotate(files, cur, stamps[end - 1], gno, file_name)
                 pos = cur.end = head()
                 seq = 0
-    return Layout(files, last_mark)
+    end = {"files": [f.name for f in files], "position": pos, "gno": gno, "file_txns": seq,
+           "last_marker": list(last_mark) if last_mark else None} if files else {}
+    return Layout(files, last_mark, end)
 
 
 COPY_SEGMENT = 64 << 20    # bytes of range file per copy task, at most about (whole transactions)
@@ -187,6 +191,28 @@ def copies_may_release(conf) -> bool:
     second attempt reading a piece while the first releases it would place zeros."""
     return (conf.get("spark.master", "") or "").startswith("local") \
         and (conf.get("spark.speculation", "false") or "false").lower() != "true"
+
+
+def write_file_head(path: Path, f: FilePlan, *, server_id: int, server_version: str, sid: bytes | None,
+                    gtids: bool) -> None:
+    """A new file of the layout, sized to where its ROTATE goes (or its end), its FDE (and
+    PREVIOUS_GTIDS) written: the local writer's head of that file."""
+    from dumper.global_binlog import file_start
+
+    with open(path, "wb") as fh:
+        fh.truncate(f.end)
+        fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts,
+                            previous_gtids=(sid, f.gno_before) if gtids else None))
+
+
+def write_rotate(path: Path, f: FilePlan, *, server_id: int) -> None:
+    """The ROTATE that ends file ``f`` (at ``f.end``), the file cut right after it."""
+    from dumper.global_binlog import rotate_event
+
+    with open(path, "r+b") as fh:
+        fh.seek(f.end)
+        fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts, server_id=server_id))
+        fh.truncate()
 
 
 def _write_all(path: Path, data, offset: int) -> None:
@@ -231,13 +257,14 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
     writer wrote (a row's ``direct``, in a directory of their own) are moved in, the last one
     extended; then fsync,
     ``binlog.index``. Fills ``result`` (a ``BuildResult``)."""
-    from dumper.global_binlog import BASE, file_name, file_start, rotate_event, write_index
+    from dumper.global_binlog import BASE, file_name, file_start, write_index
     from dumper.gtid import GTID_EVENT_LEN, cluster_identity, gtid_uuid, sid_of
 
     t0 = time.perf_counter()
     fde_len = len(file_start(server_id=server_id, server_version=server_version))
     direct = next((r for r in rows if r.get("direct")), None)
-    layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows if r is not direct],
+    layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows
+                         if r is not direct and not r.get("absorbed")],
                         max_file_size=max_file_size, fde_len=fde_len, file_name=file_name, gtids=gtids,
                         placed=direct["direct"] if direct else None, segment_size=COPY_SEGMENT)
     first = next((r["first_written_vtso"] for r in rows if r["written"]), None)
@@ -257,23 +284,14 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
             os.replace(tmp / f"range-{segs[0].rng:05d}", path)   # already where it belongs
             segs = []
         else:
-            with open(path, "wb") as fh:
-                fh.truncate(f.end)
+            write_file_head(path, f, server_id=server_id, server_version=server_version, sid=sid, gtids=gtids)
         jobs += [(str(tmp / f"range-{sg.rng:05d}"), str(out),
                   [(sg.rel_start, sg.rel_end, sg.file, sg.start, sg.first_gno, sg.first_seq, sid)], release)
                  for sg in segs]
-        if f.in_place and not segs and f.rotate_ts is None:
-            continue
-        with open(path, "r+b") as fh:
-            if f.in_place:
-                fh.truncate(f.end)     # room for the later ranges' bytes after the first range's
-            else:
-                fh.write(file_start(server_id=server_id, server_version=server_version, timestamp=f.fde_ts,
-                                    previous_gtids=(sid, f.gno_before) if gtids else None))
-            if f.rotate_ts is not None:
-                fh.seek(f.end)
-                fh.write(rotate_event(f.end, next_file_name(f.name), timestamp=f.rotate_ts, server_id=server_id))
-                fh.truncate()
+        if f.in_place and (segs or f.rotate_ts is not None):
+            os.truncate(path, f.end)     # room for the later ranges' bytes after the first range's
+        if f.rotate_ts is not None:
+            write_rotate(path, f, server_id=server_id)
     t1 = time.perf_counter()
     if jobs:
         try:

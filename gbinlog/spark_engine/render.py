@@ -18,13 +18,15 @@ class RangeFile:
     """A range file: the local writer's framing (``kernel.frame_pass_txn`` for a pass-through DML
     transaction, else ``encode_txn`` of the shaped one) into a buffer written every 4 MB."""
 
+    FLUSH_BYTES = 1 << 22
+
     def __init__(self, settings, rng: int, shaper) -> None:
         from binlog import kernel
         from dumper.global_binlog import BEGIN_HEAD, encode_txn, file_start
         from gbinlog.spark_engine.xkernel import count_events
         from schema_shaper.rows import PASS
 
-        self.settings, self.shaper = settings, shaper
+        self.settings, self.shaper, self.rng = settings, shaper, rng
         self.out = bytearray(file_start(server_id=settings.server_id, server_version=settings.server_version,
                                         timestamp=0))
         self.pos = len(self.out)
@@ -33,6 +35,12 @@ class RangeFile:
         # bound once: ``write`` runs once per transaction
         self._frame, self._head, self._plans, self._pass = kernel.frame_pass_txn, BEGIN_HEAD, shaper.plans, PASS
         self._encode, self._count = encode_txn, count_events
+        self.progress = None   # ``follow.Progress`` when the first range's task follows this one
+
+    def track(self, sizes: list[int], stamps: list[int], progress) -> None:
+        """Publish to ``progress`` (a ``follow.Progress``, whose owner ends it), after each flush,
+        the transactions ``sizes``/``stamps`` (the caller's lists, appended after each ``write``)."""
+        self.progress, self._sizes, self._stamps = progress, sizes, stamps
 
     def write(self, g, dml: bool, ts: int) -> int:
         """The bytes ``g`` took (0: nothing written)."""
@@ -49,9 +57,12 @@ class RangeFile:
         size = len(out) - at
         self.pos += size
         self.events += n
-        if len(out) >= 1 << 22:
+        if len(out) >= self.FLUSH_BYTES:
             self.fh.write(out)
             out.clear()
+            if self.progress is not None:   # the transactions before this one are in the file now
+                self.fh.flush()
+                self.progress.publish(self._sizes, self._stamps)
         return size
 
     def close(self, ok: bool) -> dict | None:
@@ -60,6 +71,8 @@ class RangeFile:
                 self.fh.write(self.out)     # no fsync: a temporary file; the final files are synced once placed
         finally:
             self.fh.close()
+        if ok and self.progress is not None:
+            self.progress.publish(self._sizes, self._stamps)
         return None
 
 
@@ -110,11 +123,11 @@ class FinalFiles:
             return None
         w.close()
         return {"dir": self.dir, "files": w.files, "position": w.position, "gno": w.gno,
-                "file_txns": w.file_txns, "last_marker": w.last_marker}
+                "file_txns": w.file_txns, "last_marker": w.last_marker, "sid": w.gtid_sid}
 
 
 def render_range(settings, entries: list, rng: int, streams: list[Iterator], membership=None,
-                 direct: bool = False) -> dict:
+                 direct: bool = False, progress=None) -> dict:
     """One output range: the DNs' transactions in it (``streams``, per DN in DN order) → merged,
     shaped, written (``RangeFile``, or with ``direct`` ``FinalFiles``); returns its summary
     (``shuffle.SUMMARY``'s fields, and ``direct``: where the final files end, or None).
@@ -122,7 +135,8 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
     Also reports what the driver needs for state.json and the cluster rule: per DN the newest
     restart point carried and the last vtso, and the broadcast transactions (heartbeats, marks,
     instructions) whose DN set differs from the one before (checking those checks them all).
-    ``membership``: the merge's ``merger.Membership`` (the caller reads which DNs left in it)."""
+    ``membership``: the merge's ``merger.Membership`` (the caller reads which DNs left in it).
+    ``progress``: a ``follow.Progress`` the range file publishes its written transactions to."""
     from dumper.cluster import BROADCAST_KINDS
     from dumper.pipeline import fewer_gc_passes
     from extractor.model import TxnKind
@@ -147,6 +161,8 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
     prev_dns: list[str] | None = None
     sizes: list[int] = []
     stamps: list[int] = []
+    if progress is not None:
+        sink.track(sizes, stamps, progress)
     ok = False
     try:
         with fewer_gc_passes():   # as the local pipeline's loop: millions of short-lived containers

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 from itertools import dropwhile, takewhile
 
@@ -152,7 +153,26 @@ def write_range_reread(settings, plan: ReadPlan, history, starts: list[list] | N
 
     ``starts=None``: the start points are guessed (``speculate``): the row then also carries the
     guesses (``starts``), the scan's start points for the range's upper boundary (``reach``), and
-    the history transactions and storage changes the range met (``history``, ``changes``)."""
+    the history transactions and storage changes the range met (``history``, ``changes``).
+
+    With ``settings.follow`` (``follow.py``) the second range publishes its progress from the
+    task's start (``progress``, its row carries the job's token) and the first range's task, its
+    own files done, follows it (``followed`` in its row)."""
+    from gbinlog.spark_engine.follow import FOLLOWED, Progress
+
+    progress = Progress(settings.tmp_dir, rng, settings.follow) if settings.follow and rng == FOLLOWED else None
+    ok = False
+    try:
+        row = _write_range(settings, plan, history, starts, rng, progress)
+        ok = True
+    finally:
+        if progress is not None:
+            progress.close(ok)   # (a row saying the range failed closed it with FAILED already)
+    yield row
+
+
+def _write_range(settings, plan: ReadPlan, history, starts, rng: int, progress) -> dict:
+    from gbinlog.spark_engine.follow import follow
     from gbinlog.spark_engine.render import render_range
     from gbinlog.spark_engine.speculate import lead_in_start, watch
     from merger.membership import Membership
@@ -180,15 +200,20 @@ def write_range_reread(settings, plan: ReadPlan, history, starts: list[list] | N
             streams = [_capture(s, into) for s, into in zip(streams, captured, strict=True)]
         membership = Membership()
     try:
-        row = render_range(settings, entries, rng, streams, membership, direct=rng == 0)
+        row = render_range(settings, entries, rng, streams, membership, direct=rng == 0, progress=progress)
     except Exception as exc:
         if not guessing or rng == 0:
             raise
         # a wrong guess can fail the shaping (a table its guessed history lacks): the driver
         # redoes the range from the scan's answers, and an error of the input itself then recurs
-        yield {"rng": rng, "miss": f"{type(exc).__name__}: {exc}", "cpu": time.process_time() - cpu,
-               "lead_cpu": lead_cpu, "starts": mine}
-        return
+        if progress is not None:
+            progress.close(False)
+        return {"rng": rng, "miss": f"{type(exc).__name__}: {exc}", "cpu": time.process_time() - cpu,
+                "lead_cpu": lead_cpu, "starts": mine}
+    if progress is not None:
+        row["progress"] = settings.follow
+    if rng == 0 and settings.follow:
+        row["followed"] = follow(settings, row["direct"])
     if membership is not None or guessing:
         # in DN order, as the scan's: of a mark every DN carries, the first DN's is kept
         row["history"] = [e for into in captured for e in into]
@@ -197,7 +222,7 @@ def write_range_reread(settings, plan: ReadPlan, history, starts: list[list] | N
     if guessing:
         row.update(starts=mine, reach=reach, changes=changes, lead_cpu=lead_cpu)
     row["cpu"] = time.process_time() - cpu
-    yield row
+    return row
 
 
 def _write_job(sc, plan: ReadPlan, settings, history, starts, ranges: list[int] | None = None) -> list[dict]:
@@ -208,6 +233,7 @@ def _write_job(sc, plan: ReadPlan, settings, history, starts, ranges: list[int] 
 
     # the last range first: with one range per core it is as long as the others
     order = sorted(range(len(plan.bounds) + 1) if ranges is None else ranges, reverse=True)
+    settings.follow = uuid.uuid4().hex[:16] if settings.may_follow and {0, 1} <= set(order) else None
     rows = sc.parallelize(order, len(order)).mapPartitions(
         _one_task(partial(write_range_reread, settings, plan, history, starts))).collect()
     return sorted(rows, key=lambda r: r["rng"])
