@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/spark.py [--events 2000000] [--dns 4] [--dir /tmp/gbinlog-bench]
                                     [--ranges N] [--repeat 3] [--no-warm] [--no-whole] [--exchange reread]
-                                    [--no-guess] [--files] [--shuffle] [--cluster] [--stream-seconds 20] [--tps 300]
+                                    [--no-guess] [--no-follow] [--files] [--shuffle] [--cluster] [--stream-seconds 20] [--tps 300]
 
 Must show 3, one command each (README's Performance rows):
     bench/spark.py --events 1000000 --repeat 3 --no-whole      # local[2] ÷ local[1], warm
@@ -22,7 +22,8 @@ the 1-minute load average next to each line (other work on the machine shows the
   (plan; extract + exchange by range + schema history; merge/shape/render per range; file layout and
   copies; state) and the writer tasks' seconds; ``local[2] ÷ local[1]`` is the scaling;
 * ``--no-guess``: every Spark build with ``spark.gbinlog.guess=false`` (the reread scan job first,
-  as before the guesses: for before/after);
+  as before the guesses: for before/after); ``--no-follow``: with ``spark.gbinlog.follow=false``
+  (the second range copied after the writers, as before ``follow.py``);
 * ``--exchange`` (default ``reread``): the warm builds' ``spark.gbinlog.exchange``; ``--files`` /
   ``--shuffle``: the same warm ``local[2]`` builds with the exchange through files / a Spark shuffle
   of Arrow rows (the engine's earlier designs: for before/after);
@@ -111,12 +112,12 @@ def whole_command(args: list[str], out: Path) -> dict:
     return {"wall": wall, "cpu": sum(seen.values())}
 
 
-def child_spark(root: Path, out: Path, master: str, ranges: int, repeat: int, exchange: str, guess: str) -> dict:
+def child_spark(root: Path, out: Path, master: str, ranges: int, repeat: int, exchange: str, confs: str) -> dict:
     from gbinlog.spark_engine.batch import build
     from gbinlog.spark_engine.session import spark_session
 
     t0 = time.perf_counter()
-    spark = spark_session(master, {"spark.gbinlog.exchange": exchange, "spark.gbinlog.guess": guess})
+    spark = spark_session(master, {"spark.gbinlog.exchange": exchange, **dict(c.split("=", 1) for c in confs.split(","))})
     t_session = time.perf_counter() - t0
     runs = []
     for i in range(1 + repeat):
@@ -227,14 +228,14 @@ def _load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
 
 
-def whole_commands(root: Path, outs: Path, events: int, dn_args: list[str], repeat: int, guess: str) -> None:
+def whole_commands(root: Path, outs: Path, events: int, dn_args: list[str], repeat: int, confs: str) -> None:
     """``gbinlog build`` and ``gbinlog build --engine spark --master local[2]``, interleaved (the
     machine's load hits both alike), ``repeat`` times each."""
     local, spark_cmd = [], []
     for _ in range(repeat):
         local.append(whole_command(["build", *dn_args], outs / "local"))
         spark_cmd.append(whole_command(["build", "--engine", "spark", "--master", "local[2]",
-                                        "--conf", f"spark.gbinlog.guess={guess}", *dn_args],
+                                        *(a for c in confs.split(",") for a in ("--conf", c)), *dn_args],
                                        outs / "spark-cmd"))
         print(f"  run: local {local[-1]['wall']:.1f} s wall / {local[-1]['cpu']:.1f} s CPU, spark "
               f"{spark_cmd[-1]['wall']:.1f} s / {spark_cmd[-1]['cpu']:.1f} s CPU ({_load()})", flush=True)
@@ -263,6 +264,8 @@ def main() -> None:
                     help="the whole commands, local engine vs --engine spark (--no-whole: warm sessions only)")
     ap.add_argument("--guess", action=argparse.BooleanOptionalAction, default=True,
                     help="spark.gbinlog.guess of every Spark build (--no-guess: the reread scan first)")
+    ap.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
+                    help="spark.gbinlog.follow of every Spark build (--no-follow: the second range copied after the writers)")
     ap.add_argument("--shuffle", action="store_true")
     ap.add_argument("--cluster", action="store_true")
     ap.add_argument("--stream-seconds", type=float, default=0)
@@ -281,7 +284,7 @@ def main() -> None:
         return
 
     compile_project()
-    guess = "true" if args.guess else "false"
+    confs = ",".join([f"spark.gbinlog.guess={str(args.guess).lower()}", f"spark.gbinlog.follow={str(args.follow).lower()}"])
     root = make_input(args.dir, args.events, args.dns)
     outs = args.dir / "spark-bench"
     outs.mkdir(exist_ok=True)
@@ -290,7 +293,7 @@ def main() -> None:
     print(f"input: {root} — {events:,} DN events, {size / 1e9:.2f} GB on {args.dns} DNs")
     dn_args = [a for d in dn_dirs(root) for a in ("--dn", str(d))]
     if args.whole:
-        whole_commands(root, outs, events, dn_args, args.repeat, guess)
+        whole_commands(root, outs, events, dn_args, args.repeat, confs)
     elif args.warm:   # the reference bytes for the warm builds
         whole_command(["build", *dn_args], outs / "local")
     warm = {}
@@ -301,7 +304,7 @@ def main() -> None:
     for master, exchange in modes:
         name = f"spark-{master[6]}-{exchange}"
         r = _child(["--child", "spark", str(root), str(outs / name), master, str(args.ranges), str(args.repeat),
-                    exchange, guess])
+                    exchange, confs])
         first, rest = r["runs"][0], r["runs"][1:]
         best = min(rest, key=lambda x: x["seconds"])
         warm[(master, exchange)] = best["seconds"]

@@ -154,6 +154,17 @@ def test_a_follow_of_another_job_is_cut_back_and_the_range_copied(tmp_path, bank
     assert not result.timings["absorbed"] and result.timings["copies"] > 0
 
 
+def test_a_row_of_the_same_job_that_differs_from_the_follow_is_an_error(tmp_path, bank):
+    """Never expected: the followed row and the follow disagree within one job. The range file's
+    pages are released behind the follower, so the copy path cannot place it: an error, no files."""
+    settings = _settings(tmp_path, bank[0], "job-g")
+    second = _write(settings, bank, 1)
+    first = _write(settings, bank, 0)
+    second["stamps"] = second["stamps"][:-4] + b"\0\0\0\0"
+    with pytest.raises(RuntimeError, match=r"range 1: its row \(\d+ transactions\) is not what the first range's task placed"):
+        absorb_followed([first, second])
+
+
 def test_a_failed_writer_leaves_the_first_range_as_it_was(tmp_path, bank, monkeypatch):
     """The followed writer fails after some frames (``FAILED``): the follower gives up, the first
     range's last file is cut back to its own end, and nothing is absorbed."""

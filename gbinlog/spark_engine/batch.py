@@ -47,7 +47,7 @@ TMP_DIR = ".spark-ranges"
 FIRST_RANGE_SHARE = 0.94
 # ... and when it then follows the second range (``follow.py``: places its bytes while it is being
 # written), it gets less again, so that it is done early enough to catch up with the second one.
-FOLLOW_FIRST_SHARE = 0.8
+FOLLOW_FIRST_SHARE = 0.88
 
 
 @dataclass

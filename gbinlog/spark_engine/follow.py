@@ -172,8 +172,9 @@ def follow(settings, placed: dict, rng: int = FOLLOWED) -> dict | None:
 def absorb_followed(rows: list[dict]) -> bool:
     """Driver: take the first range's follow of the second (its files then end after both, and the
     second range is marked ``absorbed``: nothing of it is copied) when the second range's row is the
-    one the follower placed; else cut the first range's last file back to its own end. Whether it
-    was taken."""
+    one the follower placed (the same job's; its sizes and timestamps are checked); else (a row of
+    a later job: the range written again) cut the first range's last file back to its own end.
+    Whether it was taken."""
     if not rows or not rows[0].get("direct"):
         return False
     first = rows[0]
@@ -181,8 +182,11 @@ def absorb_followed(rows: list[dict]) -> bool:
     if not followed:
         return False
     second = rows[FOLLOWED] if len(rows) > FOLLOWED else None
-    if second is not None and second["rng"] == FOLLOWED and second.get("progress") == followed["token"] \
-            and second["written"] == followed["txns"] and digest(second["sizes"], second["stamps"]) == followed["digest"]:
+    if second is not None and second["rng"] == FOLLOWED and second.get("progress") == followed["token"]:
+        if second["written"] != followed["txns"] or digest(second["sizes"], second["stamps"]) != followed["digest"]:
+            # the follower released the range file's pages behind it: the copy path cannot redo it
+            raise RuntimeError(f"range {FOLLOWED}: its row ({second['written']} transactions) is not what the "
+                               f"first range's task placed ({followed['txns']}) in the same job")
         first["direct"] = followed["placed"]
         second["absorbed"] = True
         return True

@@ -254,8 +254,9 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
     """Range files → the local engine's ``binlog.NNNNNN`` (``layout``): the driver plans the files
     and writes each FDE and ROTATE; a range already in place is renamed, the others are copied to
     their offsets by tasks (in parallel, ``COPY_SEGMENT`` bytes each); files the first range's
-    writer wrote (a row's ``direct``, in a directory of their own) are moved in, the last one
-    extended; then fsync,
+    writer wrote (a row's ``direct``, in a directory of their own; with the second range's bytes
+    too when it followed that range, ``follow.py``: that row is ``absorbed``) are moved in, the last
+    one extended; then fsync,
     ``binlog.index``. Fills ``result`` (a ``BuildResult``)."""
     from dumper.global_binlog import BASE, file_name, file_start, write_index
     from dumper.gtid import GTID_EVENT_LEN, cluster_identity, gtid_uuid, sid_of
