@@ -192,14 +192,42 @@ def test_a_failed_writer_leaves_the_first_range_as_it_was(tmp_path, bank, monkey
     assert not absorb_followed([first])
 
 
-def test_a_writer_that_publishes_nothing_for_too_long_fails_the_follower(tmp_path, bank, monkeypatch):
+def test_a_second_attempt_of_the_follower_fails_on_the_released_pieces(tmp_path, bank):
+    """The first attempt released the range file's pages behind it; a second attempt of the first
+    range (which following never runs where tasks are retried: ``batch._following``) must not take
+    the released pieces as written — its own directory does not hold them: an error, not zeros."""
     settings = _settings(tmp_path, bank[0], "job-f")
-    Progress(settings.tmp_dir, FOLLOWED, "job-f")     # started, then silent (its task died hard)
-    monkeypatch.setattr(follow_mod, "STALL_SECONDS", 0.05)
+    _write(settings, bank, 1)
+    assert _write(settings, bank, 0)["followed"] is not None
     plan, starts, history, _ = bank
     with pytest.raises(RuntimeError) as failed:
         list(write_range_reread(settings, plan, history, starts, 0))
-    assert str(decode(str(failed.value))).startswith("range 1's writer published nothing for 0 s (")
+    assert "was released before it was placed here" in str(decode(str(failed.value)))
+
+
+@pytest.mark.parametrize(("master", "conf", "follows"), [
+    ("local[2]", {}, True), ("local[*]", {}, True), ("local[1]", {}, False),
+    ("local[2,3]", {}, False),                    # retries failed tasks
+    ("local-cluster[2,1,1024]", {}, False), ("spark://h:7077", {}, False),
+    ("local[2]", {"spark.speculation": "true"}, False), ("local[2]", {"spark.gbinlog.follow": "false"}, False)])
+def test_following_runs_only_where_a_task_runs_once_on_two_cores(master, conf, follows, monkeypatch):
+    from gbinlog.spark_engine import batch
+
+    monkeypatch.setattr(batch.os, "cpu_count", lambda: 2)
+    all_conf = {"spark.master": master, **conf}
+
+    class _Session:
+        class sparkContext:  # noqa: N801 - pyspark's name
+            defaultParallelism = 2
+
+            @staticmethod
+            def getConf() -> dict:
+                return all_conf
+
+        sparkContext.master = master
+        conf = type("Conf", (), {"get": staticmethod(lambda key, default=None: all_conf.get(key, default))})
+
+    assert batch._following(_Session(), {}) is follows
 
 
 def _per_txn(layout, sizes_of: dict[int, array], bases: dict[int, int], fde_len: int, extra: int) -> list[tuple]:

@@ -439,17 +439,21 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
 
 def _following(spark, conf: dict[str, str]) -> bool:
     """Whether the first range's task may follow the second (``follow.py``): ``spark.gbinlog.follow``
-    (default true), on a local master without speculation (``layout.copies_may_release``: one
-    attempt of a task at a time, the tasks on this machine) with two cores or more (the two
-    writers at once)."""
+    (default true), on a plain ``local[N]`` master with N ≥ 2 (the two writers at once) without
+    speculation: there a task runs once, never again (``local[N,F]`` and ``local-cluster`` retry
+    failed tasks: a second attempt of the first range would follow a range file whose pages the
+    first attempt released, a second attempt of the second would rewrite what is being followed)."""
     from gbinlog.local_engine import BuildError
     from gbinlog.spark_engine.layout import copies_may_release
 
     setting = (_setting(spark, conf, "follow", "true") or "true").lower()
     if setting not in ("true", "false"):
         raise BuildError(f"spark.gbinlog.follow={setting}: expected true or false")
+    import re
+
     sc = spark.sparkContext
-    return setting == "true" and copies_may_release(sc.getConf()) and executor_cores(sc) > 1
+    return setting == "true" and re.fullmatch(r"local(\[(\d+|\*)\])?", sc.master or "") is not None \
+        and copies_may_release(sc.getConf()) and executor_cores(sc) > 1
 
 
 def _absorb(rows: list[dict], timings: dict[str, float]) -> None:

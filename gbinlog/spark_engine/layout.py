@@ -155,12 +155,15 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
 COPY_SEGMENT = 64 << 20    # bytes of range file per copy task, at most about (whole transactions)
 
 
-def copy_segments(src: str, out_dir: str, segments: list[tuple], release: bool = False) -> int:
+def copy_segments(src: str, out_dir: str, segments: list[tuple], release: bool = False,
+                  released_written: bool = True) -> int:
     """Task: copy ``(rel_start, rel_end, file, start, first_gno, first_seq, sid)`` pieces of range
     file ``src`` into the (pre-sized) final files, relocated (and with GTID events put in when
     ``sid``). Returns the bytes copied. With ``release``, each piece's pages are given back once it
     is written (``release_pages``) and a piece found released (a retried task) was written, so it
-    is left; only where no two attempts of a copy can run at once (``copies_may_release``)."""
+    is left; only where no two attempts of a copy can run at once (``copies_may_release``).
+    ``released_written=False``: a piece found released is an error (its bytes are gone and the
+    target is not where an earlier attempt wrote them: ``follow``)."""
     import mmap
 
     from gbinlog.spark_engine.xkernel import place
@@ -171,6 +174,8 @@ def copy_segments(src: str, out_dir: str, segments: list[tuple], release: bool =
             if rel_end > len(mm):
                 raise ValueError(f"{src}: {len(mm)} bytes, a segment ends at {rel_end}")
             if release and rel_end > rel_start and mm[rel_start + 9:rel_start + 13] == b"\0\0\0\0":
+                if not released_written:
+                    raise ValueError(f"{src}: the piece at {rel_start} was released before it was placed here")
                 continue   # no event has size 0: released, after it was written
             view = memoryview(mm)[rel_start:rel_end]
             try:
