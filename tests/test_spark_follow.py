@@ -250,18 +250,25 @@ _sizes = st.lists(st.integers(min_value=19, max_value=3000), min_size=1, max_siz
 
 @settings(max_examples=300, deadline=None)
 @example(sizes=[100] * 30, cuts=[3, 10, 11], max_file_size=520, gtids=True, placed_at=500)
+@example(sizes=[100] * 30, cuts=[1, 2, 9], max_file_size=520, gtids=True, placed_at=None)
 @given(sizes=_sizes, cuts=st.lists(st.integers(min_value=1, max_value=79), max_size=6),
        max_file_size=st.integers(min_value=200, max_value=20000), gtids=st.booleans(),
-       placed_at=st.integers(min_value=150, max_value=25000))
+       placed_at=st.one_of(st.none(), st.integers(min_value=150, max_value=25000)))
 def test_a_layout_resumed_frame_by_frame_is_the_layout_of_the_whole(sizes, cuts, max_file_size, gtids, placed_at):
     """``follow`` plans each batch of frames from where the last batch ended (``Layout.end``): the
-    same files, rotations, heads and places for every transaction as one plan of the whole range."""
-    from dumper.gtid import GTID_EVENT_LEN
+    same files, rotations, heads and places for every transaction as one plan of the whole range.
+    ``placed_at=None``: the first range ended its file, the next holds only its head."""
+    from dumper.gtid import GTID_EVENT_LEN, previous_gtids_len
 
     fde_len, extra = 120, GTID_EVENT_LEN if gtids else 0
     stamps = list(range(5000, 5000 + len(sizes)))
-    placed = {"files": ["binlog.000001", "binlog.000002"], "position": placed_at, "gno": 7, "file_txns": 3,
-              "last_marker": ["binlog.000002", placed_at]}
+    if placed_at is None:   # just rotated: the new file's FDE (and PREVIOUS_GTIDS), no transaction
+        head = fde_len + (previous_gtids_len(7) if gtids else 0)
+        placed = {"files": ["binlog.000001", "binlog.000002"], "position": head, "gno": 7, "file_txns": 0,
+                  "last_marker": ["binlog.000001", 900]}
+    else:
+        placed = {"files": ["binlog.000001", "binlog.000002"], "position": placed_at, "gno": 7, "file_txns": 3,
+                  "last_marker": ["binlog.000002", placed_at]}
     kwargs = {"max_file_size": max_file_size, "fde_len": fde_len, "gtids": gtids, "file_name": file_name}
     whole = plan_files([(1, array("I", sizes), array("I", stamps))], placed=placed, **kwargs)
     points = sorted({c for c in cuts if c < len(sizes)} | {0, len(sizes)})
