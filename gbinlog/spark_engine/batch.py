@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -48,6 +49,8 @@ FIRST_RANGE_SHARE = 0.94
 # ... and when it then follows the second range (``follow.py``: places its bytes while it is being
 # written), it gets less again, so that it is done early enough to catch up with the second one.
 FOLLOW_FIRST_SHARE = 0.88
+# ``local``, ``local[N]``, ``local[*]``, ``local[N,F]`` (F: a failed task's attempts)
+_LOCAL_MASTER = re.compile(r"local(?:\[(\d+|\*)(?:,(\d+))?\])?")
 
 
 @dataclass
@@ -161,9 +164,7 @@ def executor_cores(sc) -> int:
     """The cores tasks run on: N of a ``local[N]`` master (``*``: this machine's), else Spark's
     default parallelism (``spark.default.parallelism``, 4 by default here; set it to the cluster's
     cores)."""
-    import re
-
-    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", sc.master)
+    m = _LOCAL_MASTER.fullmatch(sc.master)
     if m is None:
         return max(1, sc.defaultParallelism)
     n = m.group(1)
@@ -449,10 +450,9 @@ def _following(spark, conf: dict[str, str]) -> bool:
     setting = (_setting(spark, conf, "follow", "true") or "true").lower()
     if setting not in ("true", "false"):
         raise BuildError(f"spark.gbinlog.follow={setting}: expected true or false")
-    import re
-
     sc = spark.sparkContext
-    return setting == "true" and re.fullmatch(r"local(\[(\d+|\*)\])?", sc.master or "") is not None \
+    local = _LOCAL_MASTER.fullmatch(sc.master or "")
+    return setting == "true" and local is not None and local.group(2) is None \
         and copies_may_release(sc.getConf()) and executor_cores(sc) > 1
 
 

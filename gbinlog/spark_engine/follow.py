@@ -97,7 +97,6 @@ def follow(settings, placed: dict, rng: int = FOLLOWED) -> dict | None:
     (the writer has not started within ``START_SECONDS``: it runs after this task) or the writer
     failed."""
     from dumper.global_binlog import file_name, file_start
-    from gbinlog.spark_engine.layout import pack_u32
 
     if not placed or not placed["files"] or (settings.gtids and placed.get("sid") is None):
         return None
@@ -130,10 +129,10 @@ def follow(settings, placed: dict, rng: int = FOLLOWED) -> dict | None:
                 layout = plan_files([(k, s, t) for k, (s, t) in enumerate(frames)], max_file_size=settings.max_file_size,
                                     fde_len=fde_len, file_name=file_name, gtids=settings.gtids, placed=state)
                 bases = [base]
-                for s, _ in frames:
-                    bases.append(bases[-1] + sum(s))
-                    all_sizes.extend(s)
-                all_stamps.extend(t for _, t in frames for t in t)
+                for sizes, stamps in frames:
+                    bases.append(bases[-1] + sum(sizes))
+                    all_sizes.extend(sizes)
+                    all_stamps.extend(stamps)
                 base = bases[-1]
                 for f in layout.files:
                     if not f.in_place:
@@ -147,7 +146,7 @@ def follow(settings, placed: dict, rng: int = FOLLOWED) -> dict | None:
                         write_rotate(Path(out_dir, f.name), f, server_id=settings.server_id)
                 state = {**layout.end, "dir": out_dir, "sid": placed.get("sid")}
             if end == FAILED:
-                os.truncate(Path(out_dir, placed["files"][-1]), placed["position"])   # the first range's own end
+                cut_back(placed)
                 return None
             if end == DONE:
                 break
@@ -161,7 +160,7 @@ def follow(settings, placed: dict, rng: int = FOLLOWED) -> dict | None:
     last = Path(out_dir, state["files"][-1])
     os.truncate(last, state["position"])   # the last file ends at its last transaction (or its head)
     return {"token": settings.follow, "placed": state, "txns": len(all_sizes),
-            "digest": digest(pack_u32(all_sizes), pack_u32(all_stamps)),
+            "digest": digest(all_sizes.tobytes(), all_stamps.tobytes()),
             "seconds": time.perf_counter() - t0, "waited": waited}
 
 
@@ -186,6 +185,11 @@ def absorb_followed(rows: list[dict]) -> bool:
         first["direct"] = followed["placed"]
         second["absorbed"] = True
         return True
-    placed = first["direct"]
-    os.truncate(Path(placed["dir"], placed["files"][-1]), placed["position"])
+    cut_back(first["direct"])
     return False
+
+
+def cut_back(placed: dict) -> None:
+    """The first range's last file back to its own end (``placed``): what a follow put after it
+    goes (files the follower began stay in the attempt's directory, which is not moved in)."""
+    os.truncate(Path(placed["dir"], placed["files"][-1]), placed["position"])
