@@ -145,7 +145,9 @@ def child_cluster(root: Path, out: Path, ranges: int) -> dict:
                                "--conf", "spark.executor.cores=1", "--conf", f"spark.cores.max={cores}",
                                "--conf", "spark.executor.memory=768m",
                                "--conf", f"spark.scheduler.minRegisteredResourcesRatio={1.0 if cores == 2 else 0.5}",
-                               "--conf", f"spark.gbinlog.ranges={ranges}",
+                               # 0 = the engine's default (as many ranges as the cluster's cores: 2 here,
+                               # Spark's minimum default parallelism, on 1 core too)
+                               *(["--conf", f"spark.gbinlog.ranges={ranges}"] if ranges else []),
                                *[a for d in dn_dirs(root) for a in ("--dn", str(d))]], dest)
             res.setdefault(str(cores), []).append(r["wall"])
         res["dest"] = str(out.with_name(f"{out.name}-2"))
