@@ -119,6 +119,19 @@ def test_the_first_range_places_the_second_while_it_is_written(spark, tmp_path):
         spark_build(dn_dirs(fixture), tmp_path / "bad", spark=spark, ranges=2, conf={"spark.gbinlog.follow": "often"})
 
 
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
+def test_a_range_count_that_is_not_a_whole_number_is_refused(spark, tmp_path, value):  # noqa: F811
+    """``spark.gbinlog.ranges`` below 1 or not a number: a BuildError naming it, nothing written
+    (``0`` used to build one range without a word)."""
+    fixture = next(f for f in FIXTURES if f.name == "bank-4dn")
+    with pytest.raises(BuildError, match=f"spark.gbinlog.ranges={value}: expected a whole number of at least 1"):
+        spark_build(dn_dirs(fixture), tmp_path / "bad", spark=spark, conf={"spark.gbinlog.ranges": value})
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(BuildError, match="ranges=0: expected a whole number"):
+        spark_build(dn_dirs(fixture), tmp_path / "bad", spark=spark, ranges=0)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_a_wrong_guess_costs_a_second_round_not_wrong_bytes(spark, tmp_path, monkeypatch):  # noqa: F811
     """A head of one transaction misses ddl-3dn's later DDLs: the guessed history is wrong. In 3
     ranges a writer below the last fails on it, so the build scans and writes the ranges again; in

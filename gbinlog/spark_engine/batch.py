@@ -358,6 +358,27 @@ def _setting(spark, conf: dict[str, str], name: str, default: str | None) -> str
     return conf.get(key) or spark.conf.get(key, None) or default
 
 
+def _ranges(spark, conf: dict[str, str], ranges: int | None) -> int | None:
+    """The output ranges asked for (the argument, else ``spark.gbinlog.ranges``), None for the
+    default; anything but a whole number ≥ 1 is a ``BuildError`` (``0`` used to build one range)."""
+    from gbinlog.local_engine import BuildError
+
+    if ranges is not None:
+        if isinstance(ranges, bool) or not isinstance(ranges, int) or ranges < 1:
+            raise BuildError(f"ranges={ranges!r}: expected a whole number of at least 1")
+        return ranges
+    setting = _setting(spark, conf, "ranges", None)
+    if setting is None:
+        return None
+    try:
+        value = int(setting)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise BuildError(f"spark.gbinlog.ranges={setting}: expected a whole number of at least 1")
+    return value
+
+
 def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, server_id: int = 1,
           server_version: str | None = None, max_file_size: int | None = None,
           heartbeat_interval: int | None = None, meta_store: str = "meta.db", on_error: str = "raise",
@@ -392,11 +413,11 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
 
             raise BuildError(f"spark.gbinlog.guess={guess}: expected true or false")
         guess = guess == "true"
+        ranges = _ranges(spark, conf, ranges)
         if ranges is None:
-            setting = _setting(spark, conf, "ranges", None)
             cores = spark.sparkContext.defaultParallelism
-            ranges = int(setting) if setting else \
-                executor_cores(spark.sparkContext) if exchange == "reread" else default_ranges(dns, max_file_size, cores)
+            ranges = executor_cores(spark.sparkContext) if exchange == "reread" else \
+                default_ranges(dns, max_file_size, cores)
         may_follow = exchange == "reread" and ranges > 1 and _following(spark, conf)
         plan = plan_build(dns, ranges, splits, samples, (FOLLOW_FIRST_SHARE if may_follow else FIRST_RANGE_SHARE)
                           if exchange == "reread" else 1.0)
