@@ -66,8 +66,7 @@ def test_range_writers_equal_the_exchange_through_files(tmp_path, fixture):
     for a, b in zip(rows["files"], rows["reread"], strict=True):
         for key in ("txns", "written", "events", "size", "last_vtso", "info", "sizes", "stamps"):
             assert a[key] == b[key], (a["rng"], key)
-        name = f"range-{a['rng']:05d}"
-        assert (tmp_path / "reread" / name).read_bytes() == (tmp_path / "files" / name).read_bytes()
+        assert (tmp_path / "reread" / b["file"]).read_bytes() == (tmp_path / "files" / a["file"]).read_bytes()
 
 
 def test_the_first_range_writes_the_local_engines_files_and_each_attempt_its_own(tmp_path):
@@ -97,6 +96,40 @@ def test_the_first_range_writes_the_local_engines_files_and_each_attempt_its_own
     for name in local.files:
         assert (dirs[0] / name).read_bytes() == (dirs[1] / name).read_bytes() == \
             (tmp_path / "local" / name).read_bytes(), name
+
+
+def test_an_attempt_still_writing_a_range_never_touches_the_file_the_driver_places(tmp_path, monkeypatch):
+    """A later range's writer names its file per attempt (``layout.range_file_name``): a duplicate
+    attempt (``spark.speculation``, a retry beside a lost executor still running, or an earlier
+    job's writer of a range written again) that starts after the collected one finished, and dies
+    half-way, leaves that one's file whole. With one file per range, its open truncated it."""
+    from gbinlog.spark_engine.render import RangeFile
+
+    fixture = next(f for f in FIXTURES if f.name == "bank-4dn")
+    plan = plan_build(dn_specs(dn_dirs(fixture)), 2)
+    parts = [r for i in range(len(plan.parts)) for r in scan_part(plan, i)]
+    settings = _settings(tmp_path, plan)
+    settings.left = scale_in(parts, settings.dns)
+    starts, history = start_points(plan, parts), _history(parts)
+    monkeypatch.setattr(RangeFile, "FLUSH_BYTES", 4096)
+    done = next(write_range_reread(settings, plan, history, starts, 1))
+    placed = (tmp_path / done["file"]).read_bytes()
+    assert done["written"] > 10 and len(placed) == done["size"] > 3 * 4096
+    real_write, seen = RangeFile.write, []
+
+    def dies_half_way(self, g, dml, ts):
+        seen.append(self.name)
+        if len(seen) > done["written"] // 2:
+            raise RuntimeError("executor lost")
+        return real_write(self, g, dml, ts)
+
+    monkeypatch.setattr(RangeFile, "write", dies_half_way)
+    with pytest.raises(RuntimeError):   # (as a task error, encoded for the driver)
+        next(write_range_reread(settings, plan, history, starts, 1))
+    assert (tmp_path / done["file"]).read_bytes() == placed
+    zombie = tmp_path / seen[0]
+    assert seen[0] != done["file"] and 4096 <= zombie.stat().st_size < len(placed)
+    assert placed.startswith(zombie.read_bytes())     # the same bytes as far as it came
 
 
 def _guessing_rows(tmp: Path, plan, head: list) -> list[dict]:
@@ -130,8 +163,7 @@ def test_guessed_start_points_and_history_are_the_scans(tmp_path, fixture):
     for a, b in zip(scanned, rows[1:], strict=True):
         for key in ("txns", "written", "events", "size", "last_vtso", "info", "sizes", "stamps"):
             assert a[key] == b[key], (a["rng"], key)
-        name = f"range-{a['rng']:05d}"
-        assert (guess_tmp / name).read_bytes() == (scan_tmp / name).read_bytes()
+        assert (guess_tmp / b["file"]).read_bytes() == (scan_tmp / a["file"]).read_bytes()
     # the history the writers below the last boundary met is the scan's
     assert sorted(map(repr, (e for r in rows[:2] for e in r["history"]))) == \
         sorted(map(repr, (e for p in parts for e in p["history"])))
@@ -215,7 +247,7 @@ def test_a_range_shaped_with_a_wrong_history_is_written_again_as_the_scans(tmp_p
     scanned = next(write_range_reread(settings, plan, _history(parts), start_points(plan, parts), 1))
     for key in ("txns", "written", "events", "size", "last_vtso", "info", "sizes", "stamps"):
         assert again[key] == scanned[key], key
-    assert (tmp_path / "guess" / "range-00001").read_bytes() == (tmp_path / "scan" / "range-00001").read_bytes()
+    assert (tmp_path / "guess" / again["file"]).read_bytes() == (tmp_path / "scan" / scanned["file"]).read_bytes()
     assert sorted(map(repr, again["history"])) == sorted(map(repr, scanned["history"]))
 
 

@@ -464,7 +464,8 @@ def _following(spark, conf: dict[str, str]) -> bool:
     (default true), on a plain ``local[N]`` master with N ≥ 2 (the two writers at once) without
     speculation: there a task runs once, never again (``local[N,F]`` and ``local-cluster`` retry
     failed tasks: a second attempt of the first range would follow a range file whose pages the
-    first attempt released, a second attempt of the second would rewrite what is being followed)."""
+    first attempt released; the followed range's file is named by the job's token, not per
+    attempt, so a second attempt of the second range would fail to create it)."""
     from gbinlog.local_engine import BuildError
     from gbinlog.spark_engine.layout import copies_may_release
 

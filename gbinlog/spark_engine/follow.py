@@ -25,7 +25,13 @@ import time
 from array import array
 from pathlib import Path
 
-from gbinlog.spark_engine.layout import copy_segments, plan_files, write_file_head, write_rotate
+from gbinlog.spark_engine.layout import (
+    copy_segments,
+    plan_files,
+    range_file_name,
+    write_file_head,
+    write_rotate,
+)
 
 DONE, FAILED = 0xFFFFFFFF, 0xFFFFFFFE
 FOLLOWED = 1               # the range a follower places: the second (the first writes its own files)
@@ -49,6 +55,7 @@ class Progress:
 
     def __init__(self, tmp_dir: str, rng: int, token: str) -> None:
         self.fd = os.open(progress_path(tmp_dir, rng, token), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+        self.token = token
         self.sent = 0
 
     def publish(self, sizes: list[int], stamps: list[int]) -> None:
@@ -111,7 +118,7 @@ def follow(settings, placed: dict, rng: int = FOLLOWED) -> dict | None:
                 return None
             time.sleep(POLL_SECONDS)
     t0 = time.perf_counter()
-    src = str(Path(settings.tmp_dir, f"range-{rng:05d}"))
+    src = str(Path(settings.tmp_dir, range_file_name(rng, settings.follow)))
     out_dir = placed["dir"]
     fde_len = len(file_start(server_id=settings.server_id, server_version=settings.server_version))
     sid = placed.get("sid") if settings.gtids else None

@@ -59,6 +59,15 @@ class Layout:
     end: dict = field(default_factory=dict, compare=False)
 
 
+def range_file_name(rng: int, attempt: str) -> str:
+    """A writer attempt's file of range ``rng`` in the build's temp directory. Each attempt names
+    its own (the driver takes the name from the row it collected): a duplicate attempt
+    (``spark.speculation``, a retry beside a lost executor that still runs) or one of an earlier job
+    (a range written again after a wrong guess) still writing never truncates or overwrites the
+    file the driver places."""
+    return f"range-{rng:05d}.{attempt}"
+
+
 def pack_u32(values: list[int]) -> bytes:
     return array("I", values).tobytes()
 
@@ -277,6 +286,7 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
     sid = sid_of(gtid_uuid(cluster_identity(first))) if gtids and first else None
     result.range_seconds = [r["seconds"] for r in rows]
     size_of = {r["rng"]: r["size"] for r in rows}
+    file_of = {r["rng"]: tmp / r["file"] for r in rows if r.get("file")}
     release = copies_may_release(spark.sparkContext.getConf())
     jobs: list[tuple] = []
     for f in layout.files:
@@ -287,11 +297,11 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
             os.replace(Path(direct["direct"]["dir"], f.name), path)
         elif sid is None and len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len \
                 and segs[0].rel_end == size_of[segs[0].rng]:
-            os.replace(tmp / f"range-{segs[0].rng:05d}", path)   # already where it belongs
+            os.replace(file_of[segs[0].rng], path)   # already where it belongs
             segs = []
         else:
             write_file_head(path, f, server_id=server_id, server_version=server_version, sid=sid, gtids=gtids)
-        jobs += [(str(tmp / f"range-{sg.rng:05d}"), str(out),
+        jobs += [(str(file_of[sg.rng]), str(out),
                   [(sg.rel_start, sg.rel_end, sg.file, sg.start, sg.first_gno, sg.first_seq, sid)], release)
                  for sg in segs]
         if f.in_place and (segs or f.rotate_ts is not None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +21,10 @@ class RangeFile:
 
     FLUSH_BYTES = 1 << 22
 
-    def __init__(self, settings, rng: int, shaper) -> None:
+    def __init__(self, settings, rng: int, shaper, attempt: str | None = None) -> None:
         from binlog import kernel
         from dumper.global_binlog import BEGIN_HEAD, encode_txn, file_start
+        from gbinlog.spark_engine.layout import range_file_name
         from gbinlog.spark_engine.xkernel import count_events
         from schema_shaper.rows import PASS
 
@@ -31,7 +33,8 @@ class RangeFile:
                                         timestamp=0))
         self.pos = len(self.out)
         self.events = 0
-        self.fh = open(Path(settings.tmp_dir, f"range-{rng:05d}"), "wb")  # noqa: SIM115 - closed by close()
+        self.name = range_file_name(rng, attempt or uuid.uuid4().hex[:16])
+        self.fh = open(Path(settings.tmp_dir, self.name), "xb")  # noqa: SIM115 - closed by close()
         # bound once: ``write`` runs once per transaction
         self._frame, self._head, self._plans, self._pass = kernel.frame_pass_txn, BEGIN_HEAD, shaper.plans, PASS
         self._encode, self._count = encode_txn, count_events
@@ -151,7 +154,9 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
     streams = [until(s, left[dn]) if dn in left else s for dn, s in zip(settings.dns, streams, strict=False)]
     upto = settings.bounds[rng - 1] if rng > 0 else "0" * 54
     shaper = Shaper.from_history(entries, upto, on_error=settings.on_error)
-    sink = (FinalFiles if direct else RangeFile)(settings, rng, shaper)
+    # a followed range's file is named by the follow's job token (one attempt there, batch._following)
+    sink = FinalFiles(settings, rng, shaper) if direct else \
+        RangeFile(settings, rng, shaper, progress.token if progress is not None else None)
     write, dml = sink.write, TxnKind.DML
     txns = 0
     last_vtso = first_written = last_written = None
@@ -194,4 +199,4 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
             "first_ts": stamps[0] if stamps else -1, "last_ts": stamps[-1] if stamps else -1,
             "last_vtso": last_vtso, "last_written_vtso": last_written, "first_written_vtso": first_written,
             "info": json.dumps(info), "sizes": pack_u32(sizes), "stamps": pack_u32(stamps),
-            "seconds": time.perf_counter() - t0, "direct": placed}
+            "seconds": time.perf_counter() - t0, "direct": placed, "file": getattr(sink, "name", None)}

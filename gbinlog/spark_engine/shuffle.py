@@ -27,7 +27,8 @@ SUMMARY = pa.schema([("rng", pa.int32()), ("txns", pa.int64()), ("written", pa.i
                      ("size", pa.int64()), ("first_ts", pa.int64()), ("last_ts", pa.int64()),
                      ("last_vtso", pa.string()), ("last_written_vtso", pa.string()),
                      ("first_written_vtso", pa.string()), ("info", pa.string()),
-                     ("sizes", pa.binary()), ("stamps", pa.binary()), ("seconds", pa.float64())])
+                     ("sizes", pa.binary()), ("stamps", pa.binary()), ("seconds", pa.float64()),
+                     ("file", pa.string())])
 SUMMARY_DDL = ", ".join(f"{f.name} {dict(int32='int', int64='long', string='string', double='double', binary='binary')[str(f.type)]}"
                         for f in SUMMARY)
 
