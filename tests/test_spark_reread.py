@@ -56,7 +56,8 @@ def test_range_writers_equal_the_exchange_through_files(tmp_path, fixture):
         history = _history(parts)
         settings.left = scale_in(parts, settings.dns)
         if exchange == "files":
-            rows[exchange] = [next(write_range_files(settings, plan, history, r)) for r in (1, 2)]
+            attempts = [p["attempt"] for p in parts]
+            rows[exchange] = [next(write_range_files(settings, plan, history, attempts, r)) for r in (1, 2)]
         else:
             starts = start_points(plan, parts)
             # a start point below every boundary the DN reaches (None: from its first event)
@@ -130,6 +131,33 @@ def test_an_attempt_still_writing_a_range_never_touches_the_file_the_driver_plac
     zombie = tmp_path / seen[0]
     assert seen[0] != done["file"] and 4096 <= zombie.stat().st_size < len(placed)
     assert placed.startswith(zombie.read_bytes())     # the same bytes as far as it came
+
+
+def test_an_extraction_attempt_still_writing_never_touches_the_collected_exchange_files(tmp_path, monkeypatch):
+    """``exchange=files``: each extraction attempt writes its own exchange files (the row names the
+    attempt, the writers read that one's): a second attempt of the partition that dies half-way
+    leaves the first's files byte for byte."""
+    from gbinlog.spark_engine import exchange
+
+    fixture = next(f for f in FIXTURES if f.name == "bank-4dn")
+    plan = plan_build(dn_specs(dn_dirs(fixture)), 3)
+    first = next(extract_part(plan, str(tmp_path), 0))
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert len(files) == len(first["txns"]) >= 2
+    real, calls = exchange.encode_record, []
+
+    def dies_half_way(t):
+        calls.append(t)
+        if len(calls) > sum(first["txns"].values()) // 2:
+            raise RuntimeError("executor lost")
+        return real(t)
+
+    monkeypatch.setattr(exchange, "encode_record", dies_half_way)
+    monkeypatch.setattr(exchange, "BATCH", 8)
+    with pytest.raises(RuntimeError):
+        next(extract_part(plan, str(tmp_path), 0))
+    assert {n: (tmp_path / n).read_bytes() for n in files} == files
+    assert all(first["attempt"] in n for n in files) and len(list(tmp_path.iterdir())) > len(files)
 
 
 def _guessing_rows(tmp: Path, plan, head: list) -> list[dict]:

@@ -137,14 +137,16 @@ def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = 
 # -- one range (executor) ---------------------------------------------------------------------------
 
 @in_task
-def write_range_files(settings: RangeSettings, plan: ReadPlan, history, rng: int) -> Iterator[dict]:
-    """Task (``exchange=files``): output range ``rng`` from the exchange files → ``render_range``."""
+def write_range_files(settings: RangeSettings, plan: ReadPlan, history, attempts: list[str],
+                      rng: int) -> Iterator[dict]:
+    """Task (``exchange=files``): output range ``rng`` from the exchange files of the extraction
+    ``attempts`` (per input partition) → ``render_range``."""
     from gbinlog.spark_engine.exchange import range_streams
     from gbinlog.spark_engine.render import render_range
 
     entries = history.value if hasattr(history, "value") else history
     cpu = time.process_time()
-    row = render_range(settings, entries, rng, range_streams(plan, settings.tmp_dir, rng))
+    row = render_range(settings, entries, rng, range_streams(plan, settings.tmp_dir, rng, attempts))
     row["cpu"] = time.process_time() - cpu
     yield row
 
@@ -333,11 +335,12 @@ def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
     parts = sc.parallelize(range(n_parts), n_parts).mapPartitions(
         _one_task(partial(extract_part, plan, settings.tmp_dir))).collect()
     settings.left = scale_in(parts, settings.dns)
+    attempts = [p["attempt"] for p in sorted(parts, key=lambda p: p["part"])]
     history = collect_history(before_leaving(decode_txns((e for p in parts for e in p["history"]), BodyDecoder()),
                                              settings.left))
     timings["extract+history"] = time.perf_counter() - t0
     rows = sc.parallelize(range(n_ranges), n_ranges).mapPartitions(
-        _one_task(partial(write_range_files, settings, plan, history))).collect()
+        _one_task(partial(write_range_files, settings, plan, history, attempts))).collect()
     # CPU inside the task functions (bench/spark.py: the rest of the workers' CPU is Spark's)
     timings["extract tasks cpu"] = sum(p["cpu"] for p in parts)
     timings["write tasks cpu"] = sum(r["cpu"] for r in rows)

@@ -7,7 +7,7 @@ enter the JVM: Spark schedules two waves of Python tasks and carries only small 
 
 1. ``extract_part`` (one task per input partition, a DN byte range): ``extract`` → for every
    transaction its output range (by the plan's vtso bounds) → appended to the file
-   ``x-<part>-<range>`` in the build's temporary directory as records (``xkernel.encode_record``:
+   ``x-<part>-<range>.<attempt>`` in the build's temporary directory as records (``xkernel.encode_record``:
    the scalar fields packed, then the worker pipe's body frame, ``extractor.txn_codec``). Returns its counts, the
    few transactions the schema history needs (DDL marks, physical DDLs) and its ``StorageInstChange``
    instructions with its last vtso (``scale_in``: which DNs left, and where).
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -43,8 +44,10 @@ def history_entry(t: DnTxn) -> tuple:
 CHUNK = 4 << 20
 
 
-def part_file(tmp_dir: str, part: int, rng: int) -> Path:
-    return Path(tmp_dir, f"x-{part:05d}-{rng:05d}")
+def part_file(tmp_dir: str, part: int, rng: int, attempt: str) -> Path:
+    """Partition ``part``'s exchange file for range ``rng``, of one extraction attempt (as the range
+    files, ``layout.range_file_name``: a duplicate attempt never truncates the collected one's)."""
+    return Path(tmp_dir, f"x-{part:05d}-{rng:05d}.{attempt}")
 
 
 def decode_txns(encoded: Iterable[tuple], decoder: BodyDecoder) -> Iterator[DnTxn]:
@@ -57,8 +60,9 @@ def decode_txns(encoded: Iterable[tuple], decoder: BodyDecoder) -> Iterator[DnTx
 @in_task
 def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
     """Task: input partition ``index`` → one exchange file per output range it reaches; yields one
-    summary ``{"part", "txns": {range: count}, "history": [encoded txns]}``."""
+    summary ``{"part", "attempt", "txns": {range: count}, "history": [encoded txns]}``."""
     bounds = plan.bounds
+    attempt = uuid.uuid4().hex[:16]
     files: dict[int, object] = {}
     pending: dict[int, list] = {}
     counts: dict[int, int] = {}
@@ -83,7 +87,7 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
             batch = pending.get(rng)
             if batch is None:
                 batch = pending[rng] = []
-                files[rng] = open(part_file(tmp_dir, index, rng), "wb")  # noqa: SIM115 - closed below
+                files[rng] = open(part_file(tmp_dir, index, rng, attempt), "xb")  # noqa: SIM115 - closed below
             batch.append(record(t))
             counts[rng] = counts.get(rng, 0) + 1
             if len(batch) >= BATCH:
@@ -95,7 +99,8 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
     finally:
         for fh in files.values():
             fh.close()
-    yield {"part": index, "dn": plan.dns[plan.parts[index].dn_idx].dn, "txns": counts, "history": history,
+    yield {"part": index, "attempt": attempt, "dn": plan.dns[plan.parts[index].dn_idx].dn, "txns": counts,
+           "history": history,
            "instructions": instructions, "last": last, "cpu": time.process_time() - cpu}
 
 
@@ -163,14 +168,15 @@ def read_exchange(path: Path, reader) -> Iterator[DnTxn]:
         fh.close()
 
 
-def range_streams(plan: ReadPlan, tmp_dir: str, rng: int) -> list[Iterator[DnTxn]]:
+def range_streams(plan: ReadPlan, tmp_dir: str, rng: int, attempts: list[str]) -> list[Iterator[DnTxn]]:
     """Per DN (in the plan's DN order), its transactions in output range ``rng``: its partitions'
-    exchange files in partition order (partitions of a DN are planned in position order)."""
+    exchange files (those of ``attempts[part]``, the collected extraction attempt) in partition
+    order (partitions of a DN are planned in position order)."""
     reader = RecordReader()
 
     def stream(parts: list[int]) -> Iterator[DnTxn]:
         for p in parts:
-            yield from read_exchange(part_file(tmp_dir, p, rng), reader)
+            yield from read_exchange(part_file(tmp_dir, p, rng, attempts[p]), reader)
 
     by_dn: list[list[int]] = [[] for _ in plan.dns]
     for i, part in enumerate(plan.parts):
