@@ -6,8 +6,8 @@ block merge, cluster membership (``StorageInstChange``). Public interface:
 """
 
 from merger.errors import BranchConflict, NonMonotonicMerge
+from merger.kway_merge import IDLE, merge
 from merger.membership import Membership, storage_change
-from merger.merge import IDLE, merge
 from merger.model import GlobalTxn
 from merger.trace_merge import merge_by_trace
 

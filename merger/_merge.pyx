@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The compiled twin of ``merger.merge._Merge.iterate`` (the merge loop): the same rules, line for
+"""The compiled twin of ``merger.kway_merge._Merge.iterate`` (the merge loop): the same rules, line for
 line, with typed locals, the DN transactions' slots read by their offsets and each ``GlobalTxn``
-made by its slots, without a Python ``__init__`` call. ``merger.merge`` picks it
+made by its slots, without a Python ``__init__`` call. ``merger.kway_merge`` picks it
 (``GBINLOG_PURE_PYTHON=1``, or a missing build, keeps the Python loop; the tests build every
 fixture both ways and compare the bytes, and run the merger's tests on both). The rare paths —
 membership, a stream that idles or ends, errors — call back into the ``_Merge`` object, so each of
@@ -160,14 +160,14 @@ cdef object merged_blocks(list branches):
 
 
 cdef object one(object txn):
-    """``merger.merge._one``: a transaction that joins nothing."""
+    """``merger.kway_merge._one``: a transaction that joins nothing."""
     kind = slot(txn, KIND)
     cdef list branches = [txn]
     return global_txn(slot(txn, VTSO), kind, merged_blocks(branches) if kind is DML else slot(txn, BLOCKS), branches)
 
 
 cdef object join(list branches):
-    """``merger.merge._join``: the transaction of a group of branches."""
+    """``merger.kway_merge._join``: the transaction of a group of branches."""
     first = branches[0]
     kind = slot(first, KIND)
     if kind is DML:
@@ -180,8 +180,8 @@ cdef object join(list branches):
 
 
 def merge_loop(m):
-    """``m.iterate()`` (``m``: a ``merger.merge._Merge``), compiled."""
-    py = sys.modules["merger.merge"]   # (the package's ``merge`` is the function)
+    """``m.iterate()`` (``m``: a ``merger.kway_merge._Merge``), compiled."""
+    py = sys.modules["merger.kway_merge"]
     if m.idle_start:
         return
     cdef list heap = m.heap

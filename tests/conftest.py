@@ -10,7 +10,7 @@ from tests.mariadb import MariaDB
 def both_merge_loops(request, monkeypatch):
     """The test runs with the compiled merge loop (merger/_merge.pyx) and with the Python one
     (``pytestmark = pytest.mark.usefixtures("both_merge_loops")`` in a module)."""
-    loop = importlib.import_module("merger.merge")
+    loop = importlib.import_module("merger.kway_merge")
     if request.param == "python":
         monkeypatch.setattr(loop, "merge_loop", None)
     elif not kernel.pure_python():

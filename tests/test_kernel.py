@@ -49,7 +49,7 @@ def test_the_compiled_kernel_is_built_and_used():
         # Event must be added to the kernel's lists too (else every event goes alone, slowly)
         assert assembler.Assembler("dn0")._maker("mysql-bin.000001") is not None
         assert sorter.Sorter is not sorter.PySorter and vtso.tso_vtso is not vtso.py_tso_vtso
-        assert importlib.import_module("merger.merge").merge_loop is not None   # merger/_merge.pyx
+        assert importlib.import_module("merger.kway_merge").merge_loop is not None   # merger/_merge.pyx
     out = subprocess.run([sys.executable, "-c", "import binlog.kernel as k; print(k.COMPILED)"],
                          env={**os.environ, "GBINLOG_PURE_PYTHON": "1"}, capture_output=True, text=True,
                          check=True, cwd=ROOT)
@@ -108,7 +108,7 @@ def test_compiled_pure_python_and_event_by_event_builds_are_byte_identical(name,
         m.setattr(vtso, "tso_vtso", vtso.py_tso_vtso)
         m.setattr(vtso, "seq_vtso", vtso.py_seq_vtso)
         m.setattr(kernel, "frame", kernel_py.frame)
-        m.setattr(importlib.import_module("merger.merge"), "merge_loop", None)
+        m.setattr(importlib.import_module("merger.kway_merge"), "merge_loop", None)
         for name in ("frame_dml", "rows_pass"):
             m.setattr(kernel, name, getattr(kernel_py, name))
         build(dirs, tmp_path / "pure", settings=settings)
