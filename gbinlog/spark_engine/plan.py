@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 
@@ -105,14 +105,17 @@ def part_txns(plan: ReadPlan, index: int) -> Iterator:
     A range starts and ends at restart points (quiet points: nothing open), so it holds exactly the
     transactions begun in it, and ``extract`` from its start with the saved state gives them the
     vtsos a whole-DN extraction gives."""
+    part = plan.parts[index]
+    return dn_txns(plan.dns[part.dn_idx], part.start, part.end, part.state)
+
+
+def dn_txns(dn: DnSpec, start: Sequence | None, end: Sequence | None, state: Sequence | None) -> Iterator:
+    """DN ``dn``'s transactions from restart position ``start`` (file, offset; None: its first
+    event) to ``end`` (None: its last), extracted with the vtso ``state`` saved at ``start``."""
     from extractor import extract
     from extractor.model import Pos
     from extractor.vtso import VtsoState
     from gbinlog.spark_engine.ranges import RangeSource
 
-    part = plan.parts[index]
-    dn = plan.dns[part.dn_idx]
-    source = RangeSource(dn.dir, dn.dn, Pos(*part.start) if part.start else None,
-                         Pos(*part.end) if part.end else None)
-    state = VtsoState(*part.state) if part.state else None
-    return extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=state)
+    source = RangeSource(dn.dir, dn.dn, Pos(*start) if start else None, Pos(*end) if end else None)
+    return extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=VtsoState(*state) if state else None)

@@ -39,7 +39,7 @@ from itertools import dropwhile, takewhile
 
 from gbinlog.spark_engine.errors import in_task
 from gbinlog.spark_engine.exchange import HISTORY_KINDS, history_entry
-from gbinlog.spark_engine.plan import ReadPlan, part_txns
+from gbinlog.spark_engine.plan import ReadPlan, dn_txns, part_txns
 
 log = logging.getLogger(__name__)
 DONE = "done"   # a DN whose transactions all lie below a range: it gives that range nothing
@@ -108,18 +108,11 @@ def start_points(plan: ReadPlan, parts: list[dict]) -> list[list]:
 
 
 def _extract_from(plan: ReadPlan, dn_idx: int, start) -> Iterator:
-    """DN ``dn_idx`` extracted from ``start`` (``start_points``; ``DONE``: nothing)."""
-    from extractor import extract
-    from extractor.model import Pos
-    from extractor.vtso import VtsoState
-    from gbinlog.spark_engine.ranges import RangeSource
-
+    """DN ``dn_idx`` extracted from ``start`` (``start_points``: file, offset, then the vtso state
+    there; None: from its first event; ``DONE``: nothing) to its end."""
     if start == DONE:
         return iter(())
-    dn = plan.dns[dn_idx]
-    source = RangeSource(dn.dir, dn.dn, Pos(start[0], start[1]) if start else None, None)
-    state = VtsoState(*start[2:]) if start else None
-    return extract(source, dn_id=dn.dn, storage_seq=dn.storage_seq, state=state)
+    return dn_txns(plan.dns[dn_idx], start[:2] if start else None, None, start[2:] if start else None)
 
 
 def range_stream(plan: ReadPlan, dn_idx: int, start, lo: str | None, hi: str | None) -> Iterator:
