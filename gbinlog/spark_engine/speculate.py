@@ -97,7 +97,11 @@ def lead_in_offset(path: Path, tso: int) -> int:
 
     if path.stat().st_size <= LEAD_IN_BYTES + MARK_BYTES:
         return 4
-    crc_len = next(read_events(path)).ctx.crc_len   # the FDE's
+    events = read_events(path)
+    try:
+        crc_len = next(events).ctx.crc_len   # the FDE's
+    finally:
+        events.close()   # its file now, not at the next garbage collection
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
         marks = event_marks(data, 4, MARK_BYTES)
         if not marks:
