@@ -86,6 +86,8 @@ class FinalFiles:
     directory (``layout.finish_files``), so a failed or duplicate attempt never leaves files
     there. Sizes are reported without the GTID events, as the range files' (``layout`` adds them)."""
 
+    name = None   # no range file: the row's ``direct`` says where the files are
+
     def __init__(self, settings, rng: int, shaper) -> None:
         import tempfile
 
@@ -199,4 +201,4 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
             "first_ts": stamps[0] if stamps else -1, "last_ts": stamps[-1] if stamps else -1,
             "last_vtso": last_vtso, "last_written_vtso": last_written, "first_written_vtso": first_written,
             "info": json.dumps(info), "sizes": pack_u32(sizes), "stamps": pack_u32(stamps),
-            "seconds": time.perf_counter() - t0, "direct": placed, "file": getattr(sink, "name", None)}
+            "seconds": time.perf_counter() - t0, "direct": placed, "file": sink.name}
