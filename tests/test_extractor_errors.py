@@ -1,8 +1,6 @@
-"""Bad input stops with a typed error naming the DN, the file and the offset (issue 3, Must show 5)."""
+"""Bad input stops with a typed error naming the DN, the file and the offset."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -18,11 +16,11 @@ from extractor import (
     UnfinishedTransaction,
     extract,
 )
+from tests import REAL_DN
 from tests.test_ordering_dn_writer import GCN_COMMIT, INT_COLUMNS, DnWriter, Stmt, hint, xid_text
 
 DB = "d_p00000"
 TSO = (1_700_000_000_000 << 22) | 1
-CAPTURES = Path(__file__).resolve().parents[1].parent / "shared" / "real-dn-binlogs"
 
 
 def extract_all(tmp_path, build, strict=True):
@@ -152,7 +150,7 @@ def test_rows_after_a_prepare_are_outside_any_transaction(tmp_path):
 def test_truncated_finished_file_is_an_error_naming_file_and_offset():
     """dn57_sequence.bin ends with one stray byte after its last event: a finished file that ends
     inside an event is bad input, not a silent stop."""
-    data = (CAPTURES / "dn57_sequence.bin").read_bytes()
+    data = (REAL_DN / "dn57_sequence.bin").read_bytes()
     with pytest.raises(TruncatedEvent) as ei:
         list(extract(BytesSource("dn57", {"mysql-bin.000009": data})))
     assert ei.value.offset == 1182 and ei.value.source == "mysql-bin.000009"

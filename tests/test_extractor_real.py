@@ -1,20 +1,18 @@
-"""The two real DN captures (issue 3, Must show 4): expected values from the README and the bytes."""
+"""The real DN captures through the extractor: expected values from their README and the bytes."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from binlog.constants import EventType as E
 from extractor import BytesSource, TxnKind, extract
 from extractor.vtso import storage_sequence
 from extractor.xid import java_string_hash
+from tests import REAL_DN
 
-CAPTURES = Path(__file__).resolve().parents[1].parent / "shared" / "real-dn-binlogs"
 LAST_EVENT_END_57 = 1182  # the fragment carries one stray byte after its last event (README: CONSENSUS at 1123)
 
 
 def test_dn57_sequence_one_local_txn_with_trace_seq_3_and_two_table_map_blocks():
-    data = (CAPTURES / "dn57_sequence.bin").read_bytes()[:LAST_EVENT_END_57]
+    data = (REAL_DN / "dn57_sequence.bin").read_bytes()[:LAST_EVENT_END_57]
     out = list(extract(BytesSource("dn57", {"mysql_bin.1": data})))
     assert len(out) == 1
     (t,) = out
@@ -37,7 +35,7 @@ def test_dn57_sequence_one_local_txn_with_trace_seq_3_and_two_table_map_blocks()
 
 
 def test_dn80_gcn_consensus_only_physical_ddl_pseudo_txns():
-    data = (CAPTURES / "dn80_gcn_consensus.bin").read_bytes()
+    data = (REAL_DN / "dn80_gcn_consensus.bin").read_bytes()
     out = list(extract(BytesSource("dn80", {"mysql-bin.000001": data})))
     assert [t.kind for t in out] == [TxnKind.PHYSICAL_DDL] * 3
     assert not any(t.is_tso for t in out)

@@ -1,4 +1,4 @@
-"""The two real DN binlog fragments (shared/real-dn-binlogs/README.md) parse to exactly what is in them.
+"""The two real DN binlog fragments (fixtures/real-dn/README.md) parse to exactly what is in them.
 
 Expected values come from the README or are read from the file bytes by hand here (struct at
 offsets the README names), never from our own decoder's output.
@@ -25,11 +25,11 @@ from binlog.events import (
     rebuild_body,
 )
 from binlog.reader import read_all, read_events
+from tests import REAL_DN
 
 T = EventType
-CAPTURES = Path(__file__).resolve().parents[1].parent / "shared" / "real-dn-binlogs"
-DN57 = CAPTURES / "dn57_sequence.bin"
-DN80 = CAPTURES / "dn80_gcn_consensus.bin"
+DN57 = REAL_DN / "dn57_sequence.bin"
+DN80 = REAL_DN / "dn80_gcn_consensus.bin"
 HEADER = struct.Struct("<IBIIIH")
 BODY = 19  # bodies start after the common header
 

@@ -63,6 +63,7 @@ from binlog.rows_events import (
     encode_rows_event,
     encode_table_map,
 )
+from tests import REAL_DN
 from tests.test_columns import assert_same_value, column_and_values
 
 UTC = dt.UTC
@@ -288,7 +289,7 @@ def test_optional_metadata_fields_we_do_not_write() -> None:
     assert [c.charset for c in table_map.columns] == [None, 45, 8, 33, None]
 
 
-REAL_DN_57 = Path(__file__).resolve().parents[2] / "shared" / "real-dn-binlogs" / "dn57_sequence.bin"
+REAL_DN_57 = REAL_DN / "dn57_sequence.bin"
 
 
 def test_real_dn57_events_re_encode_byte_for_byte() -> None:

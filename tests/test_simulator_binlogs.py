@@ -1,4 +1,4 @@
-"""The committed fixtures as DN binlogs (issue 9, Must show 1 and 2).
+"""The committed fixtures as DN binlogs.
 
 1. Every DN file parses with ``binlog.read_events`` (CRC checked); ``mariadb-binlog -v`` reads every
    file, shows GCN / GTID / consensus / ROWS_QUERY events as ignorable, and the rows it prints are
@@ -22,11 +22,11 @@ from binlog import EventType, read_events
 from binlog.constants import GcnFlag
 from simulator.types import INT_BYTES, parse_type
 from simulator.values import decode_value
+from tests import REAL_DN
 from tests.mariadb import mariadb_binlog
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
-REAL = ROOT.parent / "shared" / "real-dn-binlogs"
 SETS = sorted(p.name for p in FIXTURES.iterdir() if (p / "truth.json").is_file())
 HOLEY_SETS = [s for s in SETS if s.split("-")[0] in ("bank", "drift", "mixed")]
 T = EventType
@@ -50,7 +50,7 @@ def dn_events(name: str, dn: str) -> list:
     return [(f.name, e) for f in dn_files(name, dn) for e in read_events(f)]
 
 
-# -- the group grammar (the test's own reading of reference §1.4) ---------------------------------
+# -- the group grammar (the test's own reading of the DN dialect) ---------------------------------
 def token(e) -> str:
     t = e.type_code
     if t == T.QUERY:
@@ -138,7 +138,7 @@ def dns_of(name: str) -> list[str]:
     return [d["id"] for d in truth(name)["dns"]]
 
 
-# -- Must show 1: our reader -----------------------------------------------------------------------
+# -- 1: our reader ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", SETS)
 def test_every_dn_file_parses_with_read_events(name):
     for dn in dns_of(name):
@@ -158,7 +158,7 @@ def test_every_dn_file_parses_with_read_events(name):
             assert evs[-1].end_pos == f.stat().st_size
 
 
-# -- Must show 1: mariadb-binlog ------------------------------------------------------------------
+# -- 1: mariadb-binlog ----------------------------------------------------------------------------
 def unquoted_bytes(text: str) -> bytes:
     assert text[0] == "'" and text[-1] == "'", text
     return text[1:-1].encode("utf-8", "surrogateescape")
@@ -274,7 +274,7 @@ def test_mariadb_binlog_prints_the_truths_physical_writes(name):
                                 (f.name, g["pos"], c, printed, value)
 
 
-# -- Must show 2: group shapes --------------------------------------------------------------------
+# -- 2: group shapes ------------------------------------------------------------------------------
 def real_capture_groups(path: Path, *, skip_first: int) -> list[dict]:
     data = path.read_bytes()
     evs = []
@@ -286,12 +286,12 @@ def real_capture_groups(path: Path, *, skip_first: int) -> list[dict]:
 def test_real_captures_follow_the_same_grammar():
     """dn80: CONSENSUS GCN(0x01) GTID QUERY groups = our DDL groups; dn57 (5.7, SEQUENCE events
     instead of GCN): its one-phase XA body has the shape of our one-phase groups."""
-    dn80 = real_capture_groups(REAL / "dn80_gcn_consensus.bin", skip_first=1)   # starts mid-group
+    dn80 = real_capture_groups(REAL_DN / "dn80_gcn_consensus.bin", skip_first=1)  # starts mid-group
     gs = groups(dn80[:-3])                                                       # last group is cut
     assert [g["kind"] for g in gs] == ["ddl", "ddl"]
     assert all(g["gcn"].body.flags == GCN_FLAGS["ddl"] and g["consensus"] is not None for g in gs)
     assert all(g["consensus"].body.length == g["size"] - g["consensus"].header.event_size for g in gs)
-    dn57 = [e for _, e in real_capture_groups(REAL / "dn57_sequence.bin", skip_first=1)]
+    dn57 = [e for _, e in real_capture_groups(REAL_DN / "dn57_sequence.bin", skip_first=1)]
     assert shape_of(dn57[:-1]) == "one_phase"                                    # minus the trailing consensus
 
 
@@ -388,7 +388,7 @@ def test_commit_order_differs_from_tso_order(name, capsys):
 def test_commit_tso_fetched_after_every_branch_prepared(name):
     """The commit TSO's physical ms is never before any branch's prepare (GTID timestamps are the
     shared simulated clock), and every commit's TSO exceeds the TSO of every commit that precedes its
-    prepare on that DN — the property the Sorter's release rule relies on (reference §4.2)."""
+    prepare on that DN — the property the Sorter's release rule relies on (docs/architecture.md)."""
     prepared_at: dict[str, int] = {}
     commit_tso: dict[str, int] = {}
     for dn in dns_of(name):

@@ -5,7 +5,6 @@ oracle is strictly increasing, and truth values survive a JSON round trip."""
 import datetime as dt
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,7 @@ from simulator.schema import TableSchema, col
 from simulator.state import PhysTable
 from simulator.tso import TsoOracle
 from simulator.values import decode_value, encode_value
-
-REAL = Path(__file__).resolve().parents[2] / "shared" / "real-dn-binlogs"
+from tests import REAL_DN
 
 
 def test_gcn_payload_per_flags():
@@ -77,7 +75,7 @@ def test_xa_prepare_rows_query_xid_consensus_previous_gtids():
 def test_consensus_layout_matches_real_dn80_capture():
     """The real DN 8.0 capture's consensus event at 152: flag 0, term 2, index 0x84105, length = the
     bytes of GCN + GTID + QUERY after it; our builder gives the same body for the same fields."""
-    data = (REAL / "dn80_gcn_consensus.bin").read_bytes()
+    data = (REAL_DN / "dn80_gcn_consensus.bin").read_bytes()
     real_body = data[152 + 19:152 + 59 - 4]
     assert ev.consensus_log_payload(0x84105, 32 + 77 + 148) == real_body
 
@@ -105,7 +103,7 @@ def test_rows_events_match_the_library_encoder():
 
 def test_xid_text_reproduces_the_real_capture():
     """dn57_sequence.bin's XA START (offset 189) is exactly what xid_sql prints for its gtrid/bqual."""
-    data = (REAL / "dn57_sequence.bin").read_bytes()
+    data = (REAL_DN / "dn57_sequence.bin").read_bytes()
     body = decode_body(EventType.QUERY, data[189 + 19:189 + 215 - 4])
     g, b = "drds-1881c1536f401000@9d11c57d194702f4", "D1_P00000_GROUP@0000"
     assert body.query.decode() == xid_sql("START", g, b)
@@ -116,7 +114,7 @@ def test_xid_text_reproduces_the_real_capture():
 
 
 def test_trace_hint_reproduces_the_real_capture():
-    data = (REAL / "dn57_sequence.bin").read_bytes()
+    data = (REAL_DN / "dn57_sequence.bin").read_bytes()
     real = decode_body(EventType.ROWS_QUERY, data[404 + 19:404 + 67 - 4]).query.decode()
     assert trace_hint(0x1881C1536F401000, 3, 0, ip="127.0.0.1") == real
 
