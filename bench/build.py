@@ -1,4 +1,4 @@
-"""End-to-end build speed and memory (issue 5 Must show 6, issue 17 Must show 1). Not a test: prints numbers.
+"""End-to-end build speed and memory (docs/performance.md). Not a test: prints numbers.
 
     .venv/bin/python bench/build.py [--events 5000000] [--dns 4] [--dir /tmp/gbinlog-bench] [--repeat 3]
                                     [--workers auto|on|off] [--profile N] [--extract]

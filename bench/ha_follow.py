@@ -1,4 +1,4 @@
-"""How an HA follower should keep its copy (issue 18): its own pipeline from the DNs, or a copy of
+"""How an HA follower should keep its copy: its own pipeline from the DNs, or a copy of
 the leader's files over the replication endpoint. Not a test: prints numbers.
 
     .venv/bin/python bench/ha_follow.py [--events 1000000] [--dns 4] [--repeat 3] [--live-seconds 30] [--tps 150]

@@ -1,4 +1,4 @@
-"""Live latency (issue 7, Must show 2). Not a test: prints numbers.
+"""Live latency (docs/performance.md). Not a test: prints numbers.
 
     .venv/bin/python bench/live.py [--seconds 30] [--events-per-s 10000] [--dns 4] [--no-replica]
     .venv/bin/python bench/live.py --ceiling 50000,100000,200000 [--seconds 20] [--warmup 3] [--profile DIR]

@@ -1,4 +1,4 @@
-"""The live ceiling (issue 17, Must show 5): the highest DN event rate ``gbinlog run`` sustains with
+"""The live ceiling: the highest DN event rate ``gbinlog run`` sustains with
 p99 commit → global binlog ≤ 1 s. Run through ``bench/live.py --ceiling RATE[,RATE…]``.
 
 The live simulator cannot write hundreds of thousands of events per second, so the DNs replay a

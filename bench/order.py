@@ -1,4 +1,4 @@
-"""Ordering speed and memory (issue 3, Must show 6). Not a test: prints numbers.
+"""Ordering speed and memory (docs/performance.md). Not a test: prints numbers.
 
     .venv/bin/python bench/order.py [--events 2000000] [--dns 4] [--dir /tmp/gbinlog-bench]
 

@@ -1,4 +1,4 @@
-"""Parse speed on a 1M-event file (issue 2, Must show 6). Not a test: prints numbers.
+"""Parse speed on a 1M-event file (docs/performance.md). Not a test: prints numbers.
 
     .venv/bin/python bench/parse.py [--events 1000000] [--keep DIR]
 

@@ -1,4 +1,4 @@
-"""Build cost against the number of DNs at equal total events (issue 17 Must show 2). Not a test.
+"""Build cost against the number of DNs at equal total events (docs/performance.md). Not a test.
 
     .venv/bin/python bench/scaling.py [--events 1000000] [--dns 2,4,8,16,32] [--dir /tmp/gbinlog-bench] [--repeat 3]
 

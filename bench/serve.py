@@ -1,5 +1,5 @@
-"""Serving speed: our endpoint vs a real MariaDB master sending the same binlog bytes (issue 6,
-Must show 5; issue 17, Must show 4). Not a test: prints numbers.
+"""Serving speed: our endpoint vs a real MariaDB master sending the same binlog bytes
+(docs/performance.md). Not a test: prints numbers.
 
     .venv/bin/python bench/serve.py [--txns 200000] [--runs 9] [--keep DIR] [--strace]
 

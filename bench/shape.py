@@ -1,4 +1,4 @@
-"""Shaping speed (issue 4, Must show 6). Not a test: prints numbers.
+"""Shaping speed (docs/performance.md). Not a test: prints numbers.
 
     .venv/bin/python bench/shape.py [--events 1000000] [--dns 4] [--dir /tmp/gbinlog-bench]
 

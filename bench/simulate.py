@@ -1,4 +1,4 @@
-"""Simulator speed (issue 9, Must show 5). Not a test: prints DN binlog events written per second.
+"""Simulator speed (docs/performance.md). Not a test: prints DN binlog events written per second.
 
     .venv/bin/python bench/simulate.py [--workload bank] [--dns 4] [--txns 50000] [--no-truth]
 

@@ -1,10 +1,10 @@
-"""The Spark engine against the local engine (issue 17, Must show 3). Not a test: prints numbers.
+"""The Spark engine against the local engine (docs/performance.md). Not a test: prints numbers.
 
     .venv/bin/python bench/spark.py [--events 2000000] [--dns 4] [--dir /tmp/gbinlog-bench]
                                     [--ranges N] [--repeat 3] [--no-warm] [--no-whole] [--exchange reread]
                                     [--no-guess] [--no-follow] [--files] [--shuffle] [--cluster] [--stream-seconds 20] [--tps 300]
 
-Must show 3, one command each (README's Performance rows):
+The three measurements, one command each (the Spark rows of docs/performance.md):
     bench/spark.py --events 1000000 --repeat 3 --no-whole      # local[2] ÷ local[1], warm
     bench/spark.py --events 21000000 --repeat 3 --no-warm      # the whole command vs local, 2.35 GB
     bench/spark.py --events 70000000 --repeat 2 --no-warm      # the same on 7.8 GB

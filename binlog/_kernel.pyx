@@ -637,7 +637,7 @@ cdef object try_branch(_Walk w, Py_ssize_t off, Py_ssize_t size, Py_ssize_t q, i
             names = m.table_names(p, w.size - crc, w.tid_len)
             if names is None:
                 return None
-            # the trace id: the hint's, else the previous table map's, else a fake one (§2)
+            # the trace id: the hint's, else the previous table map's, else a fake one
             if rq is not None:
                 trace = hint[0]
                 if last is not None and PyUnicode_Compare(trace, last) < 0:

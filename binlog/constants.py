@@ -1,7 +1,7 @@
 """Event type codes, header flags, column types and the FDE post-header tables.
 
 Sources: MySQL 5.7/8.0 ``binlog_event.h``, MariaDB ``log_event.h``, PolarDB-X engine (SEQUENCE 80,
-consensus 101-104, GCN 105); see reference/polardbx-cdc.md §1.1.
+consensus 101-104, GCN 105); the DN dialect: docs/formats.md.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class ChecksumAlg:
 
 
 class GcnFlag:
-    """GCN_LOG_EVENT body flag bits (reference §1.2)."""
+    """GCN_LOG_EVENT body flag bits (docs/formats.md)."""
 
     HAVE_GCN = 0x01
     HAVE_SNAPSHOT_SEQ = 0x02
@@ -123,7 +123,7 @@ class GcnFlag:
 
 
 class SequenceType:
-    """SEQUENCE_EVENT (80) types of DN 5.7 (reference §1.3)."""
+    """SEQUENCE_EVENT (80) types of DN 5.7 (docs/formats.md)."""
 
     INVALID = 0
     SNAPSHOT = 1

@@ -57,7 +57,7 @@ STATUS_VARS: tuple[tuple[int, str, str | None], ...] = (
     # MariaDB
     (128, "hrnow", "u24"),
     (129, "xid", "Q"),
-    # PolarDB-X DN 8.0 V1 TSO recording (reference §1.3)
+    # PolarDB-X DN 8.0 V1 TSO recording (docs/formats.md)
     (200, "lizard_commit_gcn", "Q"),
     (201, "lizard_prepare_gcn", "Q"),
 )

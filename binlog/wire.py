@@ -1,6 +1,6 @@
 """The MySQL client/server protocol's packet layer, shared by the endpoint (``dumper.server``) and
 the live DN client (``extractor.replication_client``): framing, the ERR packet, the client's
-auth scrambles. Reference: /work/shared/reference/replication-protocol.md §0-§1.
+auth scrambles.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Global binlog output (DESIGN.md §3, reference §3.3, §6).
+"""Global binlog output (docs/architecture.md; the file layout: docs/formats.md).
 
 * ``dumper.global_binlog``: ``GlobalBinlog(dir).append(txn)`` writes ``binlog.NNNNNN`` +
   ``binlog.index`` (BEGIN / hint+CTS / TABLE_MAP / rows / XID / CTS marker, DDL, heartbeats,

@@ -5,7 +5,7 @@ A DN binlog carries no cluster id. What it does carry:
 * its server id (every event header; the first file's FDE is read) — one per DN instance, so it
   identifies a DN, and ``state.json`` records it per DN id: an output directory built from other
   DNs (another cluster's, or the same names re-created) is refused on resume;
-* the broadcast transactions (reference §4.4, §5.1): heartbeats every 200 ms, DDL marks and
+* the broadcast transactions (docs/formats.md): heartbeats every 200 ms, DDL marks and
   instructions are TSO XA transactions on the BROADCAST ``__cdc__`` tables, i.e. one branch on
   *every* DN of the cluster with the same gtrid and commit TSO. DNs of one cluster share them;
   DNs of two clusters do not (the simulator's clusters even share the first heartbeats, since

@@ -1,4 +1,4 @@
-"""The global binlog files (reference §3.3, §6.1; DESIGN.md §3 Dumper).
+"""The global binlog files (layout: docs/formats.md; the dumper stage: docs/architecture.md).
 
 ``encode_txn`` turns one ``LogicalTxn`` into its events, ``file_start``/``rotate_event`` frame a
 file, ``render_file`` writes a whole file from a list of transactions (the Spark engine renders its
@@ -96,7 +96,7 @@ def file_name(seq: int, base: str = BASE) -> str:
 
 def heartbeat_written(txn: LogicalTxn, interval: int = HEARTBEAT_INTERVAL) -> bool:
     """A heartbeat becomes a txn in the file only when its TSO second divides ``interval``
-    (``binlog_write_heartbeat_interval``, reference §4.4); otherwise it writes nothing."""
+    (polardbx-cdc's ``binlog_write_heartbeat_interval``); otherwise it writes nothing."""
     return txn.timestamp % interval == 0
 
 

@@ -1,4 +1,4 @@
-"""Deterministic MySQL GTIDs for the global binlog (issue 15).
+"""Deterministic MySQL GTIDs for the global binlog.
 
 Every written transaction (DML, DDL, a written heartbeat) is preceded by a GTID event (type 33,
 MySQL 5.7 layout: flags, sid, gno, logical timestamps) and every file starts, after its FDE, with a

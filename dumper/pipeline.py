@@ -1,4 +1,4 @@
-"""The pipeline every engine runs (DESIGN.md §4–§5): extractor → merger → schema_shaper → dumper,
+"""The pipeline of every engine (docs/architecture.md): extractor → merger → schema_shaper → dumper,
 crash-safe and resumable, in named steps.
 
 ``Pipeline(dns, out_dir, settings).run()`` is what ``gbinlog build`` (DN binlog directories),

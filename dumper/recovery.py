@@ -1,4 +1,4 @@
-"""Crash recovery of the global binlog on open (DESIGN.md §4, reference §3.3 ``seekLastTso``).
+"""Crash recovery of the global binlog on open (docs/architecture.md; CDC ``seekLastTso``).
 
 The files are the truth: the last ``CTS::<vtso>`` marker is the last transaction written. A crash
 can leave, in the last file only: a torn event or a partial transaction after the last marker

@@ -1,4 +1,5 @@
-"""``state.json``: where to restart from, written atomically after the binlog is fsynced (DESIGN.md §4).
+"""``state.json``: where to restart from, written atomically after the binlog is fsynced
+(docs/architecture.md, state and recovery).
 
 Format ``gbinlog-state/1`` (one JSON object)::
 

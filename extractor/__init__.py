@@ -1,4 +1,4 @@
-"""Per-DN extraction (DESIGN.md §3, reference §4.1–§4.2).
+"""Per-DN extraction (docs/architecture.md).
 
 DN sources (binlog directories, follow mode), transaction assembly, XID/branch keys, trace ids,
 vtso generation and the Sorter (first-level sort that repairs 2PC holes).

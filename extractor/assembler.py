@@ -1,4 +1,4 @@
-"""Per-DN transaction assembly (reference §4.1) feeding the Sorter (§4.2).
+"""Per-DN transaction assembly feeding the Sorter (docs/architecture.md).
 
 The state machine follows the CDC's ``TransactionBufferEventFilter`` + ``Transaction``:
 
@@ -12,7 +12,7 @@ The state machine follows the CDC's ``TransactionBufferEventFilter`` + ``Transac
   ``XID`` / ``COMMIT`` the open local one, ``XA ROLLBACK xid`` rolls it back (it still takes a vtso
   and moves the Sorter's watermark). A QUERY outside any transaction is a physical-DDL pseudo
   transaction. GTID, consensus and other events are skipped.
-* Trace ids per table-map block (§2); rows on ``__cdc__*`` system tables make heartbeat, DDL-mark
+* Trace ids per table-map block; rows on ``__cdc__*`` system tables make heartbeat, DDL-mark
   and instruction transactions.
 """
 
@@ -53,7 +53,7 @@ _XA_PREPARE, _SEQUENCE, _GCN = 38, 80, 105
 # Row events we cannot pass through: dropping them would lose data silently.
 _UNSUPPORTED = {int(EventType.PARTIAL_UPDATE_ROWS): "PARTIAL_UPDATE_ROWS (binlog_row_value_options)",
                 int(EventType.TRANSACTION_PAYLOAD): "TRANSACTION_PAYLOAD (binlog_transaction_compression)"}
-# Tables whose rows never reach the output (reference §1.4). __drds_global_tx_log (legacy
+# Tables whose rows never reach the output (docs/formats.md). __drds_global_tx_log (legacy
 # non-lizard TSO) is dropped too: this project reads lizard DNs only.
 _DROPPED_TABLES = frozenset({"__drds_redo_log", "polarx_global_trx_log", "__drds_global_tx_log"})
 _SYS_SCHEMA_PREFIX = "__cdc__"
@@ -220,7 +220,7 @@ class Assembler:
                 self._rows_query(ev)
                 continue
             if k == _K_GCN:
-                # flags & 0x04: the commit TSO of the next XA COMMIT (§1.2); other GCNs are skipped.
+                # flags & 0x04: the commit TSO of the next XA COMMIT; other GCNs are skipped.
                 if ev.raw[19] & GcnFlag.HAVE_COMMITTED_SEQ:
                     flags, value = decode.gcn(ev.raw, ev.ctx.crc_len)
                     if value is None:
@@ -338,7 +338,7 @@ class Assembler:
         return self._commit(txn, start, None, _pos(self.file, ev.pos + ev.h[3]))
 
     def _lizard(self, raw: bytes, crc: int, phl: int) -> None:
-        """Q_LIZARD_COMMIT_GCN of an XA COMMIT (DN 8.0 V1, §1.3) is its commit TSO."""
+        """Q_LIZARD_COMMIT_GCN of an XA COMMIT (DN 8.0 V1) is its commit TSO."""
         gcn = decode.lizard_commit_gcn(raw, crc, phl)
         if gcn is None:
             return
@@ -532,7 +532,7 @@ class Assembler:
         if table_l in _DROPPED_TABLES or self.sys:
             self._drop_table(table_id)
             return
-        # The trace id: the hint's, else the previous table map's, else a fake one (§2).
+        # The trace id: the hint's, else the previous table map's, else a fake one.
         trace = self.next_trace
         if trace is None:
             trace = self.last_trace if self.last_trace is not None else fake_trace_id(

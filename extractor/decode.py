@@ -2,7 +2,7 @@
 
 Everything else passes through as raw bytes. Offsets are from the start of the event (the 19-byte
 common header included); ``crc`` is 4 when the event ends with a CRC32, else 0. Precompiled
-``struct.Struct``s keep each parse well under a microsecond (DESIGN.md §2 "Hot paths").
+``struct.Struct``s keep each parse well under a microsecond.
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import struct
 
 from binlog.constants import HEADER_LEN
 
-# QUERY post-header (§1.1, MySQL log_event.h): thread_id u32, exec_time u32, db_len u8,
+# QUERY post-header (MySQL log_event.h): thread_id u32, exec_time u32, db_len u8,
 # error_code u16, status_vars_len u16. We read from db_len on.
 QUERY_DB_STATUS = struct.Struct("<B2xH")
 QUERY_DB_OFF = HEADER_LEN + 8
 _U64 = struct.Struct("<Q")
-# GCN (§1.2) and SEQUENCE (§1.3) bodies: flags/type u8 then a u64.
+# GCN and SEQUENCE bodies (docs/formats.md): flags/type u8 then a u64.
 _FLAG_U64 = struct.Struct("<BQ")
 
-# Q_LIZARD_COMMIT_GCN (§1.3, DN 8.0 V1) and the fixed sizes of status variables before it.
+# Q_LIZARD_COMMIT_GCN (DN 8.0 V1) and the fixed sizes of status variables before it.
 Q_LIZARD_COMMIT_GCN = 200
 Q_LIZARD_PREPARE_GCN = 201
 _FIXED_STATUS = {
@@ -81,7 +81,7 @@ def lizard_commit_gcn(raw: bytes, crc: int, post_header_len: int = 13) -> int | 
 
 
 def gcn(raw: bytes, crc: int) -> tuple[int, int | None]:
-    """(flags, gcn) of a GCN_LOG_EVENT (§1.2), parsed per flags.
+    """(flags, gcn) of a GCN_LOG_EVENT, parsed per flags.
 
     The gcn field is present when ``flags & 0x01`` (new engine) or whenever the body has 9 bytes
     (old engine: flags + gcn always written).
@@ -94,7 +94,7 @@ def gcn(raw: bytes, crc: int) -> tuple[int, int | None]:
 
 
 def sequence(raw: bytes, crc: int) -> tuple[int, int]:
-    """(type, number) of a DN 5.7 SEQUENCE_EVENT (80, §1.3)."""
+    """(type, number) of a DN 5.7 SEQUENCE_EVENT (80)."""
     return _FLAG_U64.unpack_from(raw, HEADER_LEN)
 
 

@@ -34,7 +34,7 @@ class OrphanCommitTso(OrderingError):
 
 
 class TraceIdRegression(OrderingError):
-    """A table map's trace id is smaller than the previous one of the same branch (§2)."""
+    """A table map's trace id is smaller than the previous one of the same branch."""
 
 
 class UnfinishedTransaction(OrderingError):
@@ -46,7 +46,7 @@ class DuplicateTransaction(OrderingError):
 
 
 class BadXid(OrderingError):
-    """An XA xid of a valid format id whose gtrid/bqual cannot be decoded (§1.4)."""
+    """An XA xid of a valid format id whose gtrid/bqual cannot be decoded."""
 
 
 class UnexpectedEvent(OrderingError):

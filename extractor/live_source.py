@@ -1,4 +1,4 @@
-"""A live DN source: the DN's binlog over the replication protocol (DESIGN.md §3, issue 7).
+"""A live DN source: the DN's binlog over the replication protocol (docs/architecture.md).
 
 ``ReplicationSource`` connects to a DN (or any MySQL-protocol binlog server) the way a replica
 does, with the project's own small client (``extractor.replication_client``: login, checksum
@@ -315,7 +315,7 @@ class ReplicationSource(DnSource):
             return None  # a real ROTATE: the end of the current file
         end = len(raw)
         # A connection's first fake ROTATE carries a CRC iff we asked for CRC32; later ones
-        # (file switches) follow the FDE of the file before (reference: replication-protocol §4.1).
+        # (file switches) follow the FDE of the file before, as a MySQL master sends them.
         if self._fresh or not self._ctx_known:
             crc = self._checksum
         else:

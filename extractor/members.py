@@ -1,4 +1,4 @@
-"""The DN set of a cluster, read from the cluster itself (reference §5.1).
+"""The DN set of a cluster, read from the cluster itself (docs/formats.md).
 
 PolarDB-X's CN writes instructions into the BROADCAST ``__cdc__.__cdc_instruction__`` table, i.e.
 as a TSO XA transaction with a branch on every DN: ``CdcStart`` when CDC starts (content: the
@@ -77,7 +77,7 @@ def storage_of(content: str) -> tuple[str, ...]:
 def instruction_of(txn: DnTxn) -> Instruction | None:
     """The instruction row of an INSTRUCTION transaction. Columns are taken by position as
     ``__cdc_instruction__`` declares them (ID, TYPE, CONTENT, GMT_CREATED, INSTRUCTION_ID,
-    CLUSTER_ID; reference §5.1) — a DN's TABLE_MAP carries no column names."""
+    CLUSTER_ID) — a DN's TABLE_MAP carries no column names."""
     if txn.kind is not TxnKind.INSTRUCTION or not txn.blocks:
         return None
     from binlog.rows_events import decode_rows_event

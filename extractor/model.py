@@ -21,7 +21,7 @@ class Pos(NamedTuple):
 
 
 class RestartPoint(NamedTuple):
-    """Where a DN can be re-read from so that every later vtso comes out the same (DESIGN.md §4).
+    """Where a DN can be re-read from so every later vtso comes out the same (docs/architecture.md).
 
     A *quiet point*: the position right after a commit (or rollback) at which the DN has no open
     transaction, so every transaction begun before it is committed and the Sorter has released it.
@@ -53,16 +53,16 @@ class RestartPoint(NamedTuple):
 
 class TxnKind(StrEnum):
     DML = "dml"
-    HEARTBEAT = "heartbeat"            # rows on __cdc_heartbeat__ in a __cdc__* schema (§4.4)
-    DDL_MARK = "ddl_mark"              # WRITE_ROWS into __cdc_ddl_record__ (§5.1)
-    INSTRUCTION = "instruction"        # WRITE_ROWS into __cdc_instruction__ (§5.1)
-    PHYSICAL_DDL = "physical_ddl"      # a QUERY outside any transaction (§4.1, §5.2)
+    HEARTBEAT = "heartbeat"            # rows on __cdc_heartbeat__ in a __cdc__* schema
+    DDL_MARK = "ddl_mark"              # WRITE_ROWS into __cdc_ddl_record__
+    INSTRUCTION = "instruction"        # WRITE_ROWS into __cdc_instruction__
+    PHYSICAL_DDL = "physical_ddl"      # a QUERY outside any transaction
     ROLLBACK = "rollback"              # XA ROLLBACK: takes a vtso and moves W, never emitted
 
 
 @dataclass(slots=True)
 class Block:
-    """One TABLE_MAP and the rows events after it, moved as a unit by the trace merge (§2).
+    """One TABLE_MAP and the rows events after it, moved as a unit by the trace merge.
 
     ``hint`` is the ``/*DRDS … */`` text of the ROWS_QUERY that preceded the table map (``None``
     when there was none or it was compressed as a duplicate); ``rows_query`` is that event as read.
@@ -100,7 +100,7 @@ class DnTxn:
     """A committed transaction (or XA branch) of one DN, in the DN's vtso order.
 
     ``xid`` is the XA xid text (``X'…',X'…',fmt``) or ``None`` for a local transaction; ``branch``
-    is the partition key ``<javaHash(dn)>_<bqual>`` (§1.4); ``tso`` the commit TSO of a TSO
+    is the partition key ``<javaHash(dn)>_<bqual>``; ``tso`` the commit TSO of a TSO
     transaction, else ``None``. ``start`` is the position of the XA START / BEGIN / DDL query,
     ``end`` the end of the event that committed it. ``query`` is the QUERY event of a physical
     DDL, ``db``/``sql`` its default database and text.
@@ -128,10 +128,10 @@ class DnTxn:
 
     @property
     def is_tso(self) -> bool:
-        """A TSO transaction: its vtso's sequence part is zero (§3.1)."""
+        """A TSO transaction: its vtso's sequence part is zero."""
         return vtso_is_tso(self.vtso)
 
     @property
     def actual_tso(self) -> str:
-        """The first 38 vtso chars (tso + txnId): the MergeBarrier join key (§4.3)."""
+        """The first 38 vtso chars (tso + txnId): the MergeBarrier join key."""
         return vtso_actual_tso(self.vtso)

@@ -1,4 +1,4 @@
-"""First-level sort of one DN's committed transactions: the hole repair of reference §4.2.
+"""First-level sort of one DN's committed transactions: the hole repair (docs/architecture.md).
 
 A DN writes a commit when it happens, so its binlog order differs from commit-TSO order whenever
 another transaction's prepare/commit falls inside a transaction's prepare..commit window (a

@@ -1,7 +1,7 @@
 """DN binlog sources: the events of one DN, file by file, with the file name of each.
 
 A DN's binlog directory holds ``mysql-bin.NNNNNN`` files and ``mysql-bin.index``; the DN id is the
-directory name (DESIGN.md §6). Files are read in index order (or by name when there is no index).
+directory name. Files are read in index order (or by name when there is no index).
 In follow mode the last file is followed as it grows and the next file is picked up when the DN
 rotates; reading stops when ``should_stop()`` says so.
 """

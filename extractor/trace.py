@@ -1,4 +1,4 @@
-"""Trace ids from the CN's ``/*DRDS /ip/trace-seq/subseq/server/ */`` hint (reference §2)."""
+"""Trace ids from the CN's ``/*DRDS /ip/trace-seq/subseq/server/ */`` hint (docs/formats.md)."""
 
 from __future__ import annotations
 

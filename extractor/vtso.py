@@ -1,4 +1,4 @@
-"""Virtual TSO (reference §3): 54 digits ``tso(19) txnId(19) seq(10) storageSeq(6)``.
+"""Virtual TSO (docs/formats.md): 54 digits ``tso(19) txnId(19) seq(10) storageSeq(6)``.
 
 ``vtso_for_commit`` is the one place a vtso is made (``Transaction.generateTSO``); ``VtsoState`` is
 the per-DN ``maxTso`` segment (``TsoSegment``) it advances. Its fields are read only through the
@@ -32,7 +32,7 @@ def vtso_actual_tso(vtso: str) -> str:
 
 
 def vtso_is_tso(vtso: str) -> bool:
-    """A TSO transaction: its sequence part is zero (§3.1)."""
+    """A TSO transaction: its sequence part is zero."""
     return vtso[_SEQ] == ZERO_SEQ
 
 

@@ -1,4 +1,4 @@
-"""XA xid text → (txnId, branch) as the CDC derives them (reference §1.4, CN ``XAUtils``).
+"""XA xid text → (txnId, branch) as the CDC derives them (CN ``XAUtils``).
 
 The DN logs ``XA START X'<gtrid hex>',X'<bqual hex>',<formatId>``; gtrid is
 ``drds-<hex txnId>@<hex primaryGroupUid>``, bqual ``<group>[@<readViewSeq>]``. Only format ids 1

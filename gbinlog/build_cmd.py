@@ -1,4 +1,4 @@
-"""CLI commands: build, binlogs, events, verify (issue 5)."""
+"""CLI commands: build, binlogs, events, verify."""
 
 from __future__ import annotations
 

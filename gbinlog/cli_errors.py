@@ -1,4 +1,4 @@
-"""One-line CLI errors for every command (issue 16): no usage banner, no traceback.
+"""One-line CLI errors for every command: no usage banner, no traceback.
 
 * usage errors (bad option values, missing arguments): ``gbinlog <cmd>: error: …``, exit 2;
 * ``click.ClickException`` raised by a command (operator errors: bad input, missing DN, …): its

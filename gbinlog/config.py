@@ -58,7 +58,7 @@ from typing import Any
 
 DEFAULT_SERVER_VERSION = "5.7.44-log"            # the endpoint's handshake / SELECT VERSION()
 DEFAULT_OUTPUT_VERSION = "5.7.44-gbinlog"        # the files' FDE: dumper's default, as gbinlog build
-DEFAULT_ROTATE_SIZE = 500 * 1024 * 1024     # reference §6.1: binlog_file_size 524288000
+DEFAULT_ROTATE_SIZE = 500 * 1024 * 1024     # polardbx-cdc's binlog_file_size 524288000
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _DN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -140,7 +140,7 @@ class OutputConfig:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatConfig:
-    interval_ms: int = 200       # what the cluster's heartbeat timer does (reference §4.4)
+    interval_ms: int = 200       # what the cluster's heartbeat timer does (CN TsoHeartbeatTimer)
     stall_ms: int = 5000         # a DN with no new transaction for this long is "stalled"
 
 

@@ -1,4 +1,4 @@
-"""Per-DN extraction in a worker process (DESIGN.md §5, local engine).
+"""Per-DN extraction in a worker process (local engine, docs/architecture.md).
 
 Extraction (read, CRC check, assembly, vtso, first-level sort) is most of the work and independent
 per DN, so each DN can run ``extract`` in its own process while the main process merges, shapes

@@ -1,4 +1,4 @@
-"""``gbinlog run`` as one member of an HA group (issue 18): the ``[ha]`` glue between the runner and
+"""``gbinlog run`` as one member of an HA group: the ``[ha]`` glue between the runner and
 ``dumper.ha`` (lease thread, status, metrics, the purge gate).
 
 Every member runs its own pipeline from the DNs into its own output directory and serves it: the

@@ -1,4 +1,4 @@
-"""``gbinlog ha step-down``: hand the leadership over on purpose (rolling upgrades), issue 18.
+"""``gbinlog ha step-down``: hand the leadership over on purpose (rolling upgrades).
 
 Asks the current leader (through the lease row) to release its lease at its next renewal; it then
 sits out one lease length, so another member takes over with the next epoch. Every member serves

@@ -1,4 +1,4 @@
-"""``gbinlog run``: the live service — DNs in, global binlog out, replicas attached (issue 7).
+"""``gbinlog run``: the live service — DNs in, global binlog out, replicas attached.
 
 Wiring only; every rule lives in the stages. One process:
 

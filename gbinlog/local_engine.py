@@ -1,10 +1,10 @@
-"""The local engine (DESIGN.md §5): DN binlog directories through ``dumper.pipeline.Pipeline`` in
+"""The local engine: DN binlog directories through ``dumper.pipeline.Pipeline`` in
 one process (extraction optionally in one worker process per DN, ``gbinlog.dn_worker``).
 
 ``build(dn_dirs, out_dir)`` is ``gbinlog build --engine local``: crash-safe and resumable
-(DESIGN.md §4), and it resumes the output directory of any engine (``gbinlog run`` included), since
-they all write the same ``state.json``. The pipeline names (``Settings``, ``run_pipeline``, …) are
-re-exported here for the callers that know them from this module.
+(docs/architecture.md), and it resumes the output directory of any engine (``gbinlog run``
+included), since they all write the same ``state.json``. The pipeline names (``Settings``,
+``run_pipeline``, …) are re-exported here for the callers that know them from this module.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CLI commands: run, status, demo (issue 7).
+"""CLI commands: run, status, demo.
 
 Operator errors (bad config, unreachable DN, wrong password, port in use, output in use) print one
 line ``gbinlog <cmd>: error: …`` on stderr and exit 2; an error while running exits 1 after a

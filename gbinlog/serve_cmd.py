@@ -1,4 +1,4 @@
-"""CLI commands: serve (issue 6; one config dialect with ``run`` since issue 16).
+"""CLI commands: serve (one config dialect with ``run``).
 
 Errors in the options or the config file print one line ``gbinlog serve: error: …`` and exit 2 (as
 ``run``); a port that cannot be listened on exits 2 too.

@@ -1,4 +1,4 @@
-"""Global merge of all DN streams (DESIGN.md §3, reference §4.3–§4.4, §2).
+"""Global merge of all DN streams (docs/architecture.md).
 
 The blocking k-way merge by vtso, heartbeat windows, the MergeBarrier branch join and the trace-id
 block merge, cluster membership (``StorageInstChange``). Public interface:

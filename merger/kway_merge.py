@@ -1,4 +1,4 @@
-"""The global merge (reference §4.3–§4.4): blocking k-way merge by vtso, branch join, heartbeats,
+"""The global merge (docs/architecture.md): blocking k-way merge by vtso, branch join, heartbeats,
 cluster membership (DNs join and leave at ``StorageInstChange``), a clean stop between groups."""
 
 from __future__ import annotations
@@ -233,6 +233,6 @@ def _join(branches: list[DnTxn]) -> GlobalTxn:
     elif kind is TxnKind.HEARTBEAT:
         blocks = []
     else:
-        # DDL marks / instructions: every DN wrote the same row; not buffer-merged (§4.3 Collector).
+        # DDL marks / instructions: every DN wrote the same row; not buffer-merged.
         blocks = first.blocks
     return GlobalTxn(first.vtso, kind, blocks, branches)

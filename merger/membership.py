@@ -1,4 +1,4 @@
-"""Cluster membership as the merge sees it (reference §5.1): the ``StorageInstChange`` instruction.
+"""Cluster membership as the merge sees it: the ``StorageInstChange`` instruction.
 
 A scale-out or scale-in is announced by an instruction transaction (a row of the BROADCAST
 ``__cdc_instruction__`` table, written to every DN of the cluster) whose content lists the storage

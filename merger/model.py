@@ -10,9 +10,9 @@ from extractor.vtso import vtso_is_tso
 
 @dataclass(slots=True, eq=False)
 class GlobalTxn:
-    """A transaction of the whole cluster: all its DN branches joined (§4.3).
+    """A transaction of the whole cluster: all its DN branches joined.
 
-    ``blocks`` are the branches' table-map blocks merged by trace id (§2) for DML; for DDL marks
+    ``blocks`` are the branches' table-map blocks merged by trace id for DML; for DDL marks
     and instructions the first branch's blocks (every DN wrote the same row); empty for heartbeats.
     ``branches`` are the ``DnTxn``s it came from, in merge order.
     """

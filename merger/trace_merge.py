@@ -1,4 +1,4 @@
-"""Merging the branches of one transaction by trace id (reference §2, ``TxnBuffer.mergeTwoSortList``)."""
+"""Merging the branches of one transaction by trace id (CDC ``TxnBuffer.mergeTwoSortList``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Logical schema shaping (DESIGN.md §3, reference §5).
+"""Logical schema shaping (docs/architecture.md).
 
 Topology, logical and physical schema history (meta store), DDL marks turned into one logical DDL,
 physical DDL hidden, rows reshaped to the logical columns, table-id assignment.

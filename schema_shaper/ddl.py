@@ -138,7 +138,7 @@ _CREATE_DB = re.compile(r"\s*create\s+(?:database|schema)\b", re.I)
 def strip_polardbx(sql: str) -> str:
     """The MySQL-compatible form of a PolarDB-X DDL: partitioning / broadcast / single / locality /
     tablegroup clauses of CREATE TABLE and the PolarDB-X options of CREATE DATABASE removed
-    (reference §5.2 ``DDLConverter``). Other statements are returned as given."""
+    (polardbx-cdc's ``DDLConverter``). Other statements are returned as given."""
     sql = strip_comments(sql)
     m = _CREATE_TABLE.match(sql)
     if m:

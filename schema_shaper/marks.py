@@ -1,5 +1,5 @@
 """Reading history entries out of transactions: the ``__cdc_ddl_record__`` row of a DDL mark
-(reference §5.1) and the QUERY of a physical DDL; the initial snapshot as entries; and
+and the QUERY of a physical DDL; the initial snapshot as entries; and
 ``collect_history`` for engines that gather the (few) marks and physical DDLs first (Spark).
 """
 
@@ -17,7 +17,7 @@ from schema_shaper.errors import BadMark
 from schema_shaper.meta_store import SNAPSHOT, Entry, MarkEntry, PhysEntry
 
 DDL_RECORD_TABLE = "__cdc_ddl_record__"
-# Column order of __cdc_ddl_record__ (§5.1), for table maps without column names.
+# Column order of __cdc_ddl_record__, for table maps without column names.
 DDL_RECORD_COLUMNS = ("ID", "JOB_ID", "SQL_KIND", "SCHEMA_NAME", "TABLE_NAME", "GMT_CREATED", "DDL_SQL",
                       "META_INFO", "VISIBILITY", "EXT")
 SNAPSHOT_VTSO = "0" * 54

@@ -1,5 +1,5 @@
 """The meta store: logical meta history (marks and snapshot rows, by vtso) and physical DDL history
-(by DN + position), reference §5.2 ``binlog_logic_meta_history`` / ``binlog_phy_ddl_history``.
+(by DN + position), polardbx-cdc's ``binlog_logic_meta_history`` / ``binlog_phy_ddl_history``.
 
 ``MetaStore.open(target)``: a path → SQLite file (``meta.db`` in the output dir by default); a URL
 ``mysql://user:pass@host:port/db`` (or ``mariadb://``; ``?unix_socket=/path`` for a socket) → that

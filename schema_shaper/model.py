@@ -101,5 +101,5 @@ class LogicalTxn:
 
     @property
     def timestamp(self) -> int:
-        """Event header timestamp in seconds: ``tso >> 22`` is milliseconds (§3.3)."""
+        """Event header timestamp in seconds: ``tso >> 22`` is milliseconds."""
         return (self.tso >> 22) // 1000

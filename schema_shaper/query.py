@@ -1,4 +1,4 @@
-"""The logical DDL's QUERY event payload (reference §5.2 ``QueryEventBuilder`` /
+"""The logical DDL's QUERY event payload (polardbx-cdc's ``QueryEventBuilder`` /
 ``DDLConverter.buildDdlEventSql``).
 
 Text::

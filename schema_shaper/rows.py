@@ -1,4 +1,4 @@
-"""Rows in logical form (reference §5.4): one ``TablePlan`` per physical TABLE_MAP, then per rows
+"""Rows in logical form: one ``TablePlan`` per physical TABLE_MAP, then per rows
 event either the pass-through (only the 6-byte table id replaced) or ``reshape_row`` by column name.
 
 A plan is built once per distinct TABLE_MAP payload and schema state (the shaper drops its cache at
@@ -102,7 +102,7 @@ class TablePlan:
 
 
 def compatible(phys: Sequence[Column], phys_names: Sequence[str], logical: Sequence[ColumnSpec]) -> bool:
-    """§5.4 ``compare``: same count, same name at each index, same type byte and meta."""
+    """polardbx-cdc's ``compare``: same count, same name at each index, same type byte and meta."""
     if len(phys) != len(logical):
         return False
     for col, name, spec in zip(phys, phys_names, logical, strict=True):
@@ -226,7 +226,7 @@ def reshape_row(plan: TablePlan, row: list[Any], tso: int) -> list[Any]:
 
 def _present(plan: TablePlan, bitmap: bytes) -> tuple[bool, ...]:
     bits = unpack_bitmap(bitmap, plan.phys_width)
-    # A column the shard lacks is present with its default, in both images (§5.4).
+    # A column the shard lacks is present with its default, in both images.
     return tuple(bits[i] if i >= 0 else True for i in plan.sources)
 
 

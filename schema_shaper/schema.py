@@ -38,7 +38,7 @@ class ColumnSpec:
         return self.column.nullable
 
     def default_value(self, tso: int) -> Any:
-        """The value a row that lacks this column gets (§5.4: the logical default, NULL if none;
+        """The value a row that lacks this column gets (the logical default, NULL if none;
         a NOT NULL column without DEFAULT takes MySQL's implicit default)."""
         if self.default_expr == CURRENT_TIMESTAMP:
             return now_value(self.column, tso)

@@ -1,4 +1,4 @@
-"""``Shaper`` and ``shape(txns)``: GlobalTxns in global order → LogicalTxns (DESIGN §3, reference §5).
+"""``Shaper`` and ``shape(txns)``: GlobalTxns in global order → LogicalTxns (docs/architecture.md).
 
 One LogicalTxn per GlobalTxn, in the same order:
 
@@ -358,7 +358,7 @@ class Shaper(SchemaState):
                           server_id=out.server_id, archive=g.archive, source=g, target=targets[0])
 
     def ddl_output(self, entry: MarkEntry) -> DdlOutput | None:
-        """The logical QUERY of a mark, or None when the DDL is not for MySQL (§5.2)."""
+        """The logical QUERY of a mark, or None when the DDL is not for MySQL."""
         ext = json_field(entry.ext, entry, "EXT") or {}
         if entry.visibility != 1 or ext.get("isGsi") or ext.get("isCci"):
             return None

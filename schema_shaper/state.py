@@ -175,7 +175,7 @@ class SchemaState:
         return table
 
     def _authoritative(self, schema: TableSchema, table_meta: dict | None, db: str, entry: MarkEntry) -> TableSchema:
-        """META_INFO's createSql is the table as the CN has it after the DDL (§5.1a): it wins over
+        """META_INFO's createSql is the table as the CN has it after the DDL: it wins over
         the model's own result, which must agree on columns (a difference is logged)."""
         create = (table_meta or {}).get("createSql")
         if not create or table_meta.get("tableName", "").lower() != schema.name.lower():  # type: ignore[union-attr]

@@ -1,5 +1,5 @@
 """Topology: physical db/table ↔ logical db/table, from the initial snapshot and every mark's
-META_INFO (a ``TopologyRecord``, reference §5.1a).
+META_INFO (a ``TopologyRecord``, docs/formats.md).
 
 Physical names are looked up case-insensitively. A physical database name belongs to one group and
 so to one DN (PolarDB-X names them ``<db>_p0000N`` / ``<db>_<NNNNNN>``), so (physical db, physical

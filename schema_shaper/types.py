@@ -36,7 +36,7 @@ MBMAXLEN = {"utf8mb4": 4, "utf8": 3, "utf8mb3": 3, "latin1": 1, "binary": 1, "as
             "gb18030": 4, "gb2312": 2, "big5": 2, "utf16": 4, "utf16le": 4, "utf32": 4, "ucs2": 2,
             "ujis": 3, "sjis": 2, "euckr": 2, "cp1251": 1, "cp1252": 1, "latin2": 1, "greek": 1,
             "hebrew": 1, "koi8r": 1, "tis620": 1, "cp932": 2, "eucjpms": 3}
-# Default collation id of a character set: only the ids MariaDB knows are ever written (§5.2).
+# Default collation id of a character set: only the ids MariaDB knows are ever written.
 MARIADB_CHARSET_IDS = {"utf8mb4": 45, "utf8": 33, "utf8mb3": 33, "latin1": 8, "binary": 63}
 DEFAULT_CHARSET = "utf8mb4"
 

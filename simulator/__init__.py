@@ -1,4 +1,4 @@
-"""A PolarDB-X-like cluster that writes DN binlogs and the truth (DESIGN.md §6, issue 9).
+"""A PolarDB-X-like cluster that writes DN binlogs and the truth (docs/architecture.md).
 
 ``simulate(workload, dns, txns, seed, out, ...)`` runs a workload on simulated DNs and writes
 ``out/dn0/…`` (``mysql-bin.NNNNNN`` + index in the DN 8.0 dialect) and ``out/truth.json``; the CLI is

@@ -29,7 +29,7 @@ from simulator.txn import PhysOp, Txn
 
 EPOCH_US = 1_717_200_000 * 1_000_000     # 2024-06-01 00:00:00 UTC: simulated time starts here
 TXN_ID_EPOCH_MS = 1_514_764_800_000      # 2018-01-01: the txn id generator's epoch
-HEARTBEAT_US = 200_000                   # TsoHeartbeatTimer default (reference §4.4)
+HEARTBEAT_US = 200_000                   # CN TsoHeartbeatTimer default
 
 
 @dataclass(slots=True)
@@ -254,7 +254,7 @@ class Cluster:
                     overlay[key] = (shard, after)
                 else:
                     # A shard-key change: the CN deletes on the old shard and inserts on the new one,
-                    # in one txn, the delete's trace id first (reference §2; DESIGN §6 drift).
+                    # in one txn, the delete's trace id first (the ``drift`` workload).
                     d = op_for(by_shard, table, seq, shard, "delete")
                     d.rows.append(before)
                     d.move = True
@@ -402,7 +402,7 @@ class Cluster:
     # -- broadcast system txns (heartbeat, DDL mark, instruction) ----------------------------------
     def system_txn(self, kind: str, table: str, rows_for: Callable[[DnNode, PhysTable], PhysOp],
                    dns: list[DnNode], on_done: Callable[[Txn], None] | None) -> Txn:
-        """A TSO XA txn with one branch per DN on the broadcast ``__cdc__`` schema (reference §5.1a)."""
+        """A TSO XA txn with one branch per DN on the broadcast ``__cdc__`` schema."""
         from simulator.naming import cdc_group, cdc_phys_db
         txn = Txn(self.new_txn_id(), kind, "cdc", cdc_group(dns[0].index))
         for node in dns:
@@ -420,7 +420,7 @@ class Cluster:
 
     def heartbeat(self, final: bool = False) -> None:
         """``replace into __cdc_heartbeat__(id, sname, gmt_modified) values(1, 'heartbeat', now)`` on
-        every DN, every 200 ms of simulated time (reference §4.4)."""
+        every DN, every 200 ms of simulated time (CN ``TsoHeartbeatTimer``)."""
         from simulator.ddl import heartbeat_op
         if not self.cdc_dns or (not final and not self.heartbeats_on):
             return

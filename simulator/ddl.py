@@ -1,4 +1,4 @@
-"""Distributed DDL as PolarDB-X runs it, and the CDC system tables (reference §5.1, §5.1a, §5.3).
+"""Distributed DDL as PolarDB-X runs it, and the CDC system tables (docs/formats.md).
 
 A DDL job: CN metadata step → the physical DDL on each shard at a different time (each waits for the
 shard's MDL while DML continues elsewhere) → the mark: a TSO XA insert into ``__cdc_ddl_record__`` on
@@ -113,7 +113,7 @@ def _json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-# -- META_INFO (TopologyRecord, reference §5.1a) -------------------------------------------------------
+# -- META_INFO (TopologyRecord, docs/formats.md) ---------------------------------------------------
 def db_meta(db: LogicalDb) -> dict[str, Any]:
     return {"schema": db.name, "charset": "utf8mb4",
             "phySchemas": [{"storageInstId": dn_id(dn), "group": group, "schema": pdb}
@@ -164,7 +164,7 @@ class DdlJob:
         self.cl.rng.shuffle(self.targets)     # the CN runs shards in parallel: any order
         delay = 0
         for target in self.targets:
-            # Shards change at clearly different times while DML goes on (reference §5.3).
+            # Shards change at clearly different times while DML goes on.
             delay += self.cl.randint(10_000, 40_000)
             self.cl.after(delay, self._physical, target, left)
         if not self.targets:

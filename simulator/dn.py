@@ -1,4 +1,4 @@
-"""One DN's binlog in the PolarDB-X DN 8.0 dialect (reference §1.4, DESIGN §6).
+"""One DN's binlog in the PolarDB-X DN 8.0 dialect (docs/formats.md).
 
 A DN writes whole groups: ``[CONSENSUS_LOG] GCN GTID <statements>``. The GTID event carries the
 group's byte length and the consensus event the length of what follows it, so a group is laid out in
@@ -31,7 +31,7 @@ _NET_FIELD_LIMIT = {3: 1 << 16, 4: 1 << 24, 9: 1 << 64}   # net_field_length: wi
 
 def dn_post_header_table() -> bytes:
     """8.0 post-header lengths for types 1..105 with the DN's own types filled in: consensus log 36,
-    previous consensus index 8, cluster info 4 (reference §1.1), GCN 0 (its body is flag-driven)."""
+    previous consensus index 8, cluster info 4, GCN 0 (its body is flag-driven)."""
     table = bytearray(post_header_table(N_EVENT_TYPES))
     for type_code, length in ((101, 36), (102, 8), (103, 4), (104, 0), (105, 0)):
         table[type_code - 1] = length

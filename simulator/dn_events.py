@@ -4,7 +4,7 @@ These are on the simulator's hot path (every group has a GCN, a GTID and several
 they are packed directly; ``tests/test_simulator_events.py`` checks each against the binlog
 library's decoders and ``mariadb-binlog``. Layouts: MySQL 8.0 ``control_events.cpp`` (GTID,
 PREVIOUS_GTIDS, XID), ``statement_events.cpp`` (QUERY), ``rows_event`` (ROWS_QUERY), PolarDB-X
-engine (GCN 105, consensus 101-104; reference §1.1-§1.2), XA_PREPARE (reference §1.4).
+engine (GCN 105, consensus 101-104), XA_PREPARE (docs/formats.md).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ _GCN = struct.Struct("<BQ")
 
 
 def gcn_payload(flags: int, gcn: int) -> bytes:
-    """New-engine layout: flags, then the GCN only when ``HAVE_GCN`` is set (reference §1.2)."""
+    """New-engine layout: flags, then the GCN only when ``HAVE_GCN`` is set (docs/formats.md)."""
     if flags & GcnFlag.HAVE_GCN:
         return _GCN.pack(flags, gcn)
     return bytes([flags])

@@ -1,5 +1,5 @@
 """Names and ids in the exact PolarDB-X formats: physical dbs/groups/tables, XIDs, trace hints,
-storage sequences (reference §1.4, §2, §3.2, §5.1a; DESIGN §6)."""
+storage sequences (docs/formats.md)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def group_name(db: str, shard: int) -> str:
 
 
 def cdc_phys_db(dn_index: int) -> str:
-    """The broadcast ``__cdc__`` schema's physical copy on DN ``dn_index`` (reference §5.1a)."""
+    """The broadcast ``__cdc__`` schema's physical copy on DN ``dn_index`` (docs/formats.md)."""
     return f"__cdc___{dn_index:06d}"
 
 
@@ -67,7 +67,7 @@ def xid_sql(verb: str, gtrid_text: str, bqual_text: str, format_id: int = 1) -> 
 
 
 def trace_hint(txn_id: int, seq: int, subseq: int, server_id: str = "", ip: str = CN_IP) -> str:
-    """The CN trace comment ``/*DRDS /<ip>/<traceId>-<seq>/<phySqlId>/<serverId>/ */`` (§2); the
+    """The CN trace comment ``/*DRDS /<ip>/<traceId>-<seq>/<phySqlId>/<serverId>/ */``; the
     trace id is the txn id in hex, as in the real capture."""
     return f"/*DRDS /{ip}/{txn_id:x}-{seq}/{subseq}/{server_id}/ */"
 
@@ -91,12 +91,12 @@ def _utf16_units(text: str) -> list[int]:
 
 def storage_seq(storage_inst_id: str) -> str:
     """The 6-digit storage sequence of a DN: first try of polardbx-cdc ``StorageSequence``,
-    ``abs(Objects.hash(id))`` cut to its first 6 digits, left-padded (reference §3.2)."""
+    ``abs(Objects.hash(id))`` cut to its first 6 digits, left-padded."""
     h = (31 + java_string_hash(storage_inst_id)) & 0xFFFFFFFF
     h = h - (1 << 32) if h & 0x80000000 else h
     return str(abs(h))[:6].rjust(6, "0")
 
 
 def vtso(tso: int, txn_id: int, seq: int = 0, storage: str = "000000") -> str:
-    """The 54-digit virtual TSO (reference §3.1)."""
+    """The 54-digit virtual TSO (docs/formats.md)."""
     return f"{tso:019d}{txn_id:019d}{seq:010d}{storage}"

@@ -1,6 +1,6 @@
 """A simulated DN: its binlog (``DnLog``), its physical tables, and how each kind of group is laid
-out (reference §1.4). Also keeps, per DN, the extractor's view that the truth needs: the max
-(TSO, txnId) seen in binlog order and the local sequence (reference §3.2), and hole statistics."""
+out (docs/formats.md). Also keeps, per DN, the extractor's view that the truth needs: the max
+(TSO, txnId) seen in binlog order and the local sequence, and hole statistics."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class DnNode:
         self.next_table_id += 1
         return self.next_table_id
 
-    # -- extractor view (reference §3.2) ----------------------------------------------------------
+    # -- extractor view (vtso) --------------------------------------------------------------------
     def tso_vtso(self, tso: int, txn_id: int) -> str:
         if (tso, txn_id) > self.max_tso:
             self.max_tso = (tso, txn_id)

@@ -1,5 +1,5 @@
 """Scale-out and scale-in as PolarDB-X runs them: groups move between DNs, and a ``StorageInstChange``
-instruction tells CDC the new storage list (reference §5.1).
+instruction tells CDC the new storage list.
 
 A group (one physical database: one shard of every table of a logical database) moves from DN
 ``source`` to DN ``target``:
@@ -8,7 +8,7 @@ A group (one physical database: one shard of every table of a logical database) 
    (physical DDL on the target, the tables as the source has them now);
 2. **switch** — new statements on the group's tables queue (as behind a physical DDL's MDL) until
    no open branch uses them; the rows are copied to the target by a backfill that CDC must not
-   output: one-phase XA transactions with format id 4 (``IGNORE_BINLOG``, reference §1.4), which
+   output: one-phase XA transactions with format id 4 (``IGNORE_BINLOG``), which
    the extractor drops entirely; then the shard points at the target and the queue drains there;
 3. **cleanup** — the source drops its copy (physical DDL; only on a DN that stays).
 

@@ -1,9 +1,9 @@
 """``truth.json``: what a correct global binlog must contain, derived from what the cluster did.
 
-Built after the run, in vtso order (reference §3.2: TSO txns by (TSO, txnId); local txns right after
+Built after the run, in vtso order (TSO txns by (TSO, txnId); local txns right after
 the TSO txn that preceded them in their DN's binlog). Row images are converted from the physical row
 (by column name) to the logical columns in force at that vtso — the last DDL mark before it —
-exactly as reference §5.4 says a shaper must: missing column → logical default, extra → dropped.
+exactly as a shaper must (docs/architecture.md): missing column → logical default, extra → dropped.
 Replaying the logical changes gives the final tables, which are checked against the cluster's
 physical rows before anything is written (a mismatch is a simulator bug and stops the run).
 
@@ -40,7 +40,7 @@ class _Encoder:
 
 
 def logical_row(schema: TableSchema, phys: dict[str, Any]) -> dict[str, Any]:
-    """reshape by name (reference §5.4): logical columns only, a missing one takes its default."""
+    """reshape by name: logical columns only, a missing one takes its default."""
     return {c.name: phys[c.name] if c.name in phys else c.default for c in schema.columns}
 
 

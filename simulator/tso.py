@@ -1,4 +1,4 @@
-"""The TSO oracle: ``physical_ms << 22 | logical``, strictly increasing (reference §3.1, DESIGN §1).
+"""The TSO oracle: ``physical_ms << 22 | logical``, strictly increasing (docs/formats.md).
 
 The simulator drives it with simulated time (microseconds), so a seed always yields the same TSOs.
 """

@@ -60,7 +60,7 @@ class Branch:
         self.tables: list[PhysTable] = []
 
     def sql(self, verb: str) -> str:
-        """``XA START X'…',X'…',1`` and the other verbs (reference §1.4)."""
+        """``XA START X'…',X'…',1`` and the other verbs (docs/formats.md)."""
         return f"XA {verb} {self._xid}"
 
 

@@ -282,7 +282,7 @@ class MixedComponent(Component):
 
 
 class ScaleComponent(Component):
-    """A DN joins mid-run and another leaves later (reference §5.1): at 40 % a new DN gets a copy of
+    """A DN joins mid-run and another leaves later: at 40 % a new DN gets a copy of
     ``scale``'s first group (physical DDL before its join), the StorageInstChange instruction adds
     it, the group switches to it; then a new database spread over every DN including the new one;
     at 75 % the second-to-last DN's groups move to the others and an instruction removes it.

@@ -1,4 +1,4 @@
-"""A throwaway MariaDB server on loopback for tests (reference/replication-protocol.md §6.2).
+"""A throwaway MariaDB server on loopback for tests.
 
 Started from a data directory template made once per test session, stopped by pid. Never a
 system service, never a fixed port.

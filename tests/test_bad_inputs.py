@@ -1,5 +1,5 @@
-"""Every bad input tried, per command (issue 16, Must show 5; the serve/run config cases are in
-i16b's table): each is ONE line on stderr, no traceback, the documented exit code (2 usage / bad
+"""Every bad input tried, per command (the serve/run config cases are in test_serve_config.py):
+each is ONE line on stderr, no traceback, the documented exit code (2 usage / bad
 option value / bad config, 1 bad input or operator error; ``status``: 1 not running), the path
 or DN named, nothing written. Plus: nothing left behind by a failed start (``run``: no lock, no
 status, the last good status kept; ``demo``: no temporary directory)."""

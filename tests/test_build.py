@@ -1,4 +1,4 @@
-"""``gbinlog build`` end to end (issue 5 Must show 1, 2, 4, 5): the global binlog of every fixture is
+"""``gbinlog build`` end to end: the global binlog of every fixture is
 read by the real ``mariadb-binlog`` and replayed into a real MariaDB, rotation at 1 MB, and the
 operator errors.
 """
@@ -55,7 +55,7 @@ def binlog_names(d: Path) -> list[str]:
     return [line.strip()[2:] for line in (d / "binlog.index").read_text().splitlines()]
 
 
-# -- Must show 1: mariadb-binlog prints the truth's logical rows -------------------------------------------
+# -- mariadb-binlog prints the truth's logical rows ------------------------------------------------
 @pytest.mark.parametrize("name", FIXTURES)
 def test_mariadb_binlog_prints_the_truths_logical_rows(built, name):
     truth = json.loads((ROOT / "fixtures" / name / "truth.json").read_text())
@@ -78,7 +78,7 @@ def test_mariadb_binlog_prints_the_truths_logical_rows(built, name):
     assert "_p0000" not in text and "__cdc" not in text
 
 
-# -- Must show 2: replay with the real tools into a real MariaDB -----------------------------------------
+# -- replay with the real tools into a real MariaDB ------------------------------------------------
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     s = MariaDB.start(tmp_path_factory.mktemp("mariadb-replay"))
@@ -123,7 +123,7 @@ def test_replay_with_mariadb_binlog_into_mariadb_gives_the_truths_tables(built, 
             assert not server.query(f"SHOW DATABASES LIKE '{ddl['db']}'")
 
 
-# -- Must show 4: rotation at 1 MB ------------------------------------------------------------------------
+# -- rotation at 1 MB ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def bigger(tmp_path_factory) -> Path:
     """A 4-DN bank run whose global binlog is several MB."""
@@ -161,7 +161,7 @@ def test_rotation_at_1mb_many_files_whole_txns_index(bigger, tmp_path):
     assert events[1].split("\t")[:3] == [names[1], "4", "Format_desc"] and events[2].split("\t")[2] == "Previous_gtids"
 
 
-# -- Must show 5: bad input and operator errors ------------------------------------------------------------
+# -- bad input and operator errors -----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def two_clusters(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("clusters")

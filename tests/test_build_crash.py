@@ -1,4 +1,4 @@
-"""Crash safety of ``gbinlog build`` (issue 5 Must show 3, issue 16 "state after a crash"): SIGKILL
+"""Crash safety of ``gbinlog build``: SIGKILL
 at ≥ 20 random moments and at every file rotation, restart each time, and the final files are
 byte-identical to an uninterrupted build, ``state.json`` equal to its state.json (counts, cluster id,
 restart points: it holds no timestamp); ``verify --truth`` passes.
@@ -75,7 +75,7 @@ def finish_and_check(root: Path, config: Path, out: Path, ref: dict[str, bytes],
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert output(out) == ref
-    # issue 16: not only the files, state.json too (counts, cluster id, restart points, members)
+    # not only the files: state.json too (counts, cluster id, restart points, members)
     assert state_of(out) == ref_state
     report = verify(out, root / "in" / "truth.json")
     assert report.ok and report.truth_checked, report.errors

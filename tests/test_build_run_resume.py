@@ -1,4 +1,4 @@
-"""Build and run resume each other's output directory (issue 14 Must show 1).
+"""Build and run resume each other's output directory.
 
 Every engine writes one ``state.json`` (per-DN restart points under the real DN ids, members, joined
 and left DNs, storage sequences). So:

@@ -1,4 +1,4 @@
-"""Cluster completeness (issue 16, Must show 1): the DN set of a cluster is read from the cluster
+"""Cluster completeness: the DN set of a cluster is read from the cluster
 itself — the ``CdcStart`` instruction every DN binlog carries (its ``__cdc__`` topology lists the
 storage instances; its INSTRUCTION_ID tells one cluster's start from another's). ``build``, ``run``
 and ``verify`` given a DN short, an extra DN of another cluster, or DNs of two clusters whose time

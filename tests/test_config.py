@@ -1,4 +1,4 @@
-"""``cluster.toml`` (issue 7 Build, Must show 6 for the file itself): a typed model, strict keys,
+"""``cluster.toml``, the file itself: a typed model, strict keys,
 one-line errors that name the file and the key; relative paths from the file's directory."""
 
 from __future__ import annotations

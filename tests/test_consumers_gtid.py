@@ -1,4 +1,4 @@
-"""Deterministic GTIDs and auto-position (issue 15, Must show 1, 2 and 3 for GTIDs).
+"""Deterministic GTIDs and auto-position.
 
 python-mysql-replication with ``auto_position`` resumes exactly after the last transaction it saw —
 across a restart of the endpoint and across a rebuild of the output from scratch — with no transaction

@@ -1,4 +1,4 @@
-"""Full row metadata (issue 15, Must show 1 and 2, names part): every TABLE_MAP of the global binlog
+"""Full row metadata, column names included: every TABLE_MAP of the global binlog
 carries the optional metadata block a MySQL 8 server writes with ``binlog_row_metadata=FULL``, from
 the logical schema in force at that transaction. python-mysql-replication names every column by its
 logical name — across the ``ddl`` fixture's online ADD COLUMN and DROP COLUMN, the names change exactly

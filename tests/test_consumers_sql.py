@@ -1,4 +1,4 @@
-"""The logical schema over SQL (issue 15, Must show 4 and 5): the endpoint answers SHOW DATABASES /
+"""The logical schema over SQL: the endpoint answers SHOW DATABASES /
 TABLES / CREATE TABLE / COLUMNS / INDEX, DESC and SELECTs over information_schema from the meta store's
 logical schema at the head of the served global binlog — by text protocol (PyMySQL), by a real driver's
 server-side prepared statements (mysql-connector-python, ``cursor(prepared=True)``) and by raw

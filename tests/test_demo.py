@@ -1,4 +1,4 @@
-"""``gbinlog demo`` (issue 7, Must show 5): the README's main command. Run for 20 s under a pty
+"""``gbinlog demo``: the README's main command. Run for 20 s under a pty
 as a user would, then Ctrl-C (SIGINT to its process group): it must have shown live lines with a
 constant replica total, exit 0, and leave no process and no file behind."""
 

@@ -1,4 +1,4 @@
-"""Extractor: transaction assembly (§4.1), vtso (§3.2), trace ids (§2), the Sorter (§4.2)."""
+"""Extractor: transaction assembly, vtso, trace ids, the Sorter."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def run(tmp_path, build, dn="dn0"):
     return list(extract(tmp_path / dn))
 
 
-# -- the Sorter release rule: P1 P2 C1 P3 C2 C3 (reference §4.2) --------------------------------------
+# -- the Sorter release rule: P1 P2 C1 P3 C2 C3 (docs/architecture.md) -----------------------------
 def test_sorter_walks_p1_p2_c1_p3_c2_c3():
     """T1 commits first (TSO 10) while T2 is open; T3 prepares after C1, so its TSO (12) exceeds 10,
     but T2's (15) was fetched later than T3's: the DN writes C2 before C3 — a hole."""

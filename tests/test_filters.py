@@ -1,4 +1,4 @@
-"""``[filter] include / exclude`` (issue 16, Must show 4): MySQL ``replicate-wild-do-table`` /
+"""``[filter] include / exclude``: MySQL ``replicate-wild-do-table`` /
 ``replicate-wild-ignore-table`` semantics, applied after shaping, DDL of dropped tables dropped too,
 a setting a resume checks. A ``gbinlog run`` with ``exclude = ["bank.audit*"]`` serves a real
 MariaDB replica that ends with no ``bank.audit*`` table and the truth's other tables.

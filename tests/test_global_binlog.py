@@ -1,4 +1,4 @@
-"""The global binlog writer (issue 5 Build, reference §3.3 / §6.1): event layout per transaction,
+"""The global binlog writer (docs/formats.md): event layout per transaction,
 heartbeats, rotation, index, determinism, disk full; ``mariadb-binlog`` reads what it writes.
 
 Transactions here are built by hand (``dml``, ``ddl``, ``heartbeat``); the end-to-end build over

@@ -1,4 +1,4 @@
-"""``[ha]`` in cluster.toml (issue 18): the keys, their one-line errors, the status lines, the lag in
+"""``[ha]`` in cluster.toml: the keys, their one-line errors, the status lines, the lag in
 bytes between two members' positions, and the retention gate (only the leader purges)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Failover (issue 18, Must show 2): three ``gbinlog run`` members on a live 4-DN bank cluster with a
+"""Failover: three ``gbinlog run`` members on a live 4-DN bank cluster with a
 MariaDB lease store; the current leader is killed with SIGKILL 10 times during the load (and
 restarted, rejoining as a follower). Each time another member becomes leader with the next epoch;
 the time from the kill to the new leader (its ``gbinlog_ha_role`` 1) is measured (p50/p99 printed,

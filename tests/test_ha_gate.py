@@ -1,4 +1,4 @@
-"""The follower lag gate (issue 18, Must show 4, unit level): the endpoint refuses a new dump (by
+"""The follower lag gate (unit level): the endpoint refuses a new dump (by
 position or by GTID) with ERR 1236 carrying the gate's text while the gate says so, and serves
 again when it does not; the gate's rule (a follower more than ``lag_gate_bytes`` or
 ``lag_gate_ms`` behind the leader's last reported position refuses, naming the leader's address;

@@ -1,4 +1,4 @@
-"""Hand-over and a lease-store outage (issue 18, Must show 6 and 5): three ``gbinlog run`` members on
+"""Hand-over and a lease-store outage: three ``gbinlog run`` members on
 a live 4-DN bank cluster, a MariaDB lease store, a real MariaDB replica attached to the leader.
 
 - ``gbinlog ha step-down`` on the leader: exit 0, the next epoch's leader is another member, and the
@@ -106,7 +106,7 @@ def test_step_down_and_store_outage(tmp_path):
         watch = ReplicaWatch(replica)
         time.sleep(3)
 
-        # -- Must show 6: step-down, the replica on the old leader sees nothing
+        # -- step-down, the replica on the old leader sees nothing
         e0 = epoch()
         t_step = time.monotonic()
         p = subprocess.run([sys.executable, "-m", "gbinlog.cli", "ha", "step-down", "--config",
@@ -120,7 +120,7 @@ def test_step_down_and_store_outage(tmp_path):
         assert watch.advanced_between(t_step, time.monotonic())
         print(f"step-down: {first} → {second}; {p.stdout.strip()}")
 
-        # -- Must show 5: the store down 10 s
+        # -- the lease store down 10 s
         e1 = epoch()
         before = {n: position(members[n]["out"]) for n in MEMBERS}
         os.kill(meta.pid, signal.SIGSTOP)

@@ -1,4 +1,4 @@
-"""The lag gate end to end (issue 18, Must show 4): three ``gbinlog run`` members on a live 4-DN
+"""The lag gate end to end: three ``gbinlog run`` members on a live 4-DN
 bank cluster (MariaDB lease store, ``lag_gate_bytes`` 64 KB / ``lag_gate_ms`` 1000). A follower is
 SIGSTOPped for 30 s under load and SIGCONTed: while it catches up, a new dump (python-mysql-
 replication, by position) gets ERR 1236 naming the leader's address; once caught up it serves

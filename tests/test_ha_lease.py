@@ -1,4 +1,4 @@
-"""The HA leader lease (issue 18, step 1): the rules (acquire only a free or expired lease, epoch +1
+"""The HA leader lease: the rules (acquire only a free or expired lease, epoch +1
 per acquisition, renew only with the current epoch before expiry, release only by the holder) in
 SQLite and in a real MariaDB; the fence (a member's local deadline passes before the store lets
 anyone else acquire) checked over random schedules of ticks, pauses, clock advances, step-downs

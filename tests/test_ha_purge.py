@@ -1,4 +1,4 @@
-"""PURGE happens on the leader and is followed by the others (issue 18), with real processes: two
+"""PURGE happens on the leader and is followed by the others, with real processes: two
 ``gbinlog run`` members (a SQLite lease store: members on one host) on a live 2-DN bank cluster,
 both configured to keep 256 KB of 64 KB files. python-mysql-replication reads the follower from its
 first file (an old one, still kept: a reader holds it) and pauses, holding a file: the leader purges past that file, the follower purges up to

@@ -1,4 +1,4 @@
-"""PURGE in an HA group, the rules (issue 18; ``dumper.ha.purge``), on real directories and a real
+"""PURGE in an HA group, the rules (``dumper.ha.purge``), on real directories and a real
 lease store (SQLite; MariaDB in the slow run), with a fake store clock and fake monotonic clocks:
 the leader records its horizon under its epoch before it removes a file, a follower removes the
 same prefix but never a file its own replica is reading nor its newest file, a fenced ex-leader

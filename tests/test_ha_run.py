@@ -1,4 +1,4 @@
-"""``gbinlog run`` with ``[ha]`` (issue 18, Must show 1): three members (separate processes, each its
+"""``gbinlog run`` with ``[ha]``: three members (separate processes, each its
 own output directory and endpoint) on a live 4-DN bank cluster, sharing a lease in a real MariaDB
 meta store. Sampled every 50 ms through each member's /metrics (``gbinlog_ha_role``) and the lease
 row: exactly one leader at every sample once the first is elected; ``gbinlog status`` names the

@@ -1,4 +1,4 @@
-"""Split brain (issue 18, Must show 3): three ``gbinlog run`` members with retention (the leader
+"""Split brain: three ``gbinlog run`` members with retention (the leader
 purges and records its horizon, the others follow it) on a live 4-DN bank cluster and a MariaDB
 lease store. The leader is SIGSTOPped past its lease: a follower becomes leader with the next epoch,
 purges and records its horizon under that epoch; the old leader is SIGCONTed: it is a follower at

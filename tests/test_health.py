@@ -1,4 +1,4 @@
-"""Observability (issue 16, Must show 7 minus per-replica): ``/metrics`` only on its path,
+"""Observability (per replica: test_server_observability.py): ``/metrics`` only on its path,
 ``/healthz`` 200 while the pipeline advances and the endpoint listens, 503 with the reason when a
 DN stalls past ``stall_ms`` and 200 again once it writes again; ``gbinlog_build_info``, process
 metrics, the output's disk usage; ``gbinlog status`` exit codes (0 healthy, 1 not running, 3

@@ -1,5 +1,5 @@
 """The compiled kernel (``binlog._kernel``) and its pure-Python twin (``binlog.kernel_py``) give the
-same bytes (issue 17 Must show 1): every fixture built through the compiled scan + frame, through
+same bytes: every fixture built through the compiled scan + frame, through
 the pure-Python ones, and event by event (the path of streams and restarts) gives identical files;
 the two ``scan``s return the same records, stops and offsets on every fixture file, damaged ones
 included; the two ``frame``s the same events."""

@@ -1,4 +1,4 @@
-"""``gbinlog run`` end to end (issue 7, Must show 1 and 3, one shared 60 s run):
+"""``gbinlog run`` end to end (one shared 60 s run):
 
 a live 4-DN bank cluster (real time, 2PC with holes, heartbeats every 200 ms) served over the
 replication protocol → ``gbinlog run --config`` (a separate process) → its endpoint → a real MariaDB

@@ -1,4 +1,4 @@
-"""``gbinlog run`` refuses to start on operator errors (issue 7, Must show 6): unknown key,
+"""``gbinlog run`` refuses to start on operator errors: unknown key,
 unreachable DN, wrong password, port in use (endpoint, metrics), output directory in use, missing
 config or DN directory → one clear line on stderr naming the problem, exit 2, nothing written."""
 

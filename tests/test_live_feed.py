@@ -1,4 +1,4 @@
-"""``gbinlog run``'s DN feeds and its writes (issue 17, the live ceiling): a DN over the replication
+"""``gbinlog run``'s DN feeds and its writes (the live ceiling): a DN over the replication
 protocol is read in the merge's own thread, and what the pipeline appended is written out when the
 merge is about to wait for a DN (one write for all that were ready) instead of after every
 transaction.

@@ -1,4 +1,4 @@
-"""The ``scale`` workload live (issue 7, Must show 4; issue 14, Must show 2): a DN joins mid-run,
+"""The ``scale`` workload live: a DN joins mid-run,
 another leaves later, and the downstream never notices.
 
 Two DNs at the start; at 40 % of the run ``dn2`` joins (a group copied onto it, a

@@ -1,4 +1,4 @@
-"""``gbinlog simulate --live [--serve]`` (issue 7 Build): the simulator's workload written in real
+"""``gbinlog simulate --live [--serve]``: the simulator's workload written in real
 time — TSOs carry the wall clock, a heartbeat every 200 ms, the truth matches the DN binlogs, a
 SIGINT ends it cleanly (no open prepare left), and ``--serve`` serves every DN directory over the
 replication protocol (also a DN that joins mid-run)."""

@@ -1,4 +1,4 @@
-"""The live DN source (issue 7 Build; issue 14: public APIs only): a DN read over the replication
+"""The live DN source (public APIs only): a DN read over the replication
 protocol by the project's own client (``extractor.replication_client``), events kept raw.
 
 Peers: the project's replication endpoint serving a DN binlog directory (a fixture, and a directory

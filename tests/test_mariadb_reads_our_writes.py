@@ -1,6 +1,6 @@
 """Our writer, real reader: a file written by BinlogWriter with one table of every column type that
 MariaDB 10.11 knows (all but JSON), decoded by `mariadb-binlog -v --base64-output=DECODE-ROWS`; each
-printed value must equal the value written (issue 2, Must show 2)."""
+printed value must equal the value written."""
 
 import datetime as dt
 import math

@@ -1,5 +1,5 @@
 """Real writer, our reader: a throwaway mariadbd writes rows of every column type; our reader decodes
-its binlog to exactly the values inserted (issue 2, Must show 3)."""
+its binlog to exactly the values inserted."""
 
 import datetime as dt
 import struct

@@ -1,4 +1,4 @@
-"""Merger: blocking k-way merge, branch join, heartbeat windows, trace merge, errors (§4.3, §2)."""
+"""Merger: blocking k-way merge, branch join, heartbeat windows, trace merge, errors."""
 
 from __future__ import annotations
 

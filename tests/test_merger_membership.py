@@ -1,4 +1,4 @@
-"""The merge owns membership (issue 14): a DN joins at the ``StorageInstChange`` instruction that
+"""The merge owns membership: a DN joins at the ``StorageInstChange`` instruction that
 lists it, a DN the instruction does not list leaves after its branch, and a stop ends the merge
 between two whole transactions.
 

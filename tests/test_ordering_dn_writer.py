@@ -1,4 +1,4 @@
-"""A small DN binlog writer for the ordering tests (the DN 8.0 dialect of reference §1.4), and
+"""A small DN binlog writer for the ordering tests (the DN 8.0 dialect, docs/formats.md), and
 checks that what it writes has the group shapes of the real captures.
 
 Groups: ``GCN GTID statements``. XA prepare: ``XA START`` [ROWS_QUERY] TABLE_MAP WRITE_ROWS …
@@ -166,7 +166,7 @@ class DnWriter:
 
 
 def test_writer_group_shapes(tmp_path):
-    """The writer's groups have the shapes of reference §1.4 and read back with the binlog reader."""
+    """The writer's groups have the DN 8.0 shapes and read back with the binlog reader."""
     w = DnWriter(tmp_path, "dn0")
     xid = xid_text(0x123, "D_P00000_GROUP")
     start = w.prepare(xid, [Stmt("d_p00000", "t_abcd", hint=hint(1))])

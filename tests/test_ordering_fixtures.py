@@ -1,4 +1,4 @@
-"""Extractor + merger against the simulator's truth (issue 3, Must show 2).
+"""Extractor + merger against the simulator's truth.
 
 On every committed fixture (``fixtures/*/truth.json``) and on a fresh small run of each workload:
 the merged transactions are exactly the truth's, in the truth's order (TSO txns by TSO, 1PC right

@@ -1,4 +1,4 @@
-"""Property test of extractor + merger (issue 3, Must show 1).
+"""Property test of extractor + merger.
 
 Random schedules of concurrent transactions as a real CN runs them: a distributed transaction
 prepares its branches (k DNs, sometimes two groups on one DN) in any interleaving with other

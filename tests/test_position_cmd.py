@@ -1,4 +1,4 @@
-"""``gbinlog position`` (issue 15, Build 5): the file:pos (and GTID) to start a consumer from, by GTID
+"""``gbinlog position``: the file:pos (and GTID) to start a consumer from, by GTID
 set, TSO and time — checked against the files themselves, and by starting python-mysql-replication at
 the answer: it reads exactly the transactions after the ones the GTID set names."""
 

@@ -1,4 +1,4 @@
-"""A joining DN's physical DDLs from before its join reach the shaper (issue 14, Must show 3).
+"""A joining DN's physical DDLs from before its join reach the shaper.
 
 The ``scale-2dn`` fixture: before the ``StorageInstChange`` that adds dn2, dn2 gets a copy of group
 ``scale_p00000`` (``CREATE DATABASE`` + ``CREATE TABLE kv_…``); after the join the group switches to

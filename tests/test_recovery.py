@@ -1,4 +1,4 @@
-"""Recovery of the global binlog on open (DESIGN.md §4, issue 5 Must show 3, second half).
+"""Recovery of the global binlog on open (docs/architecture.md).
 
 Every way a crash can leave the files — a cut at any byte, a torn last event, a flipped bit in the
 tail, a ROTATE without its next file, a next file with half an FDE, a full file not yet rotated, an
@@ -177,7 +177,7 @@ def test_empty_first_file_is_removed_and_restarted(tmp_path, reference):
 
 @pytest.mark.parametrize("damage", ["torn", "missing", "bad_fde"])
 def test_damaged_middle_file_stops_the_build_naming_it_and_nothing_is_written(tmp_path, damage):
-    """Issue 14 Must show 4: recovery checks every file the index lists, not only the last. A middle
+    """Recovery checks every file the index lists, not only the last. A middle
     file cut short (its ROTATE gone), deleted while still listed, or with a broken FDE: ``gbinlog
     build`` resuming the directory says so in one line naming the file, exit 1, and changes nothing."""
     from tests.test_build import ROOT, dn_dirs, run_cli

@@ -1,4 +1,4 @@
-"""The after-extraction hot path in one kernel call (issue 17 Must show 1): a global transaction
+"""The after-extraction hot path in one kernel call: a global transaction
 that passes through shaped and framed at once (``kernel.frame_pass_txn``), or in two calls, its
 blocks (``kernel.pass_blocks``) then its events from its vtso (``kernel.frame_dml_txn``), give the
 same results compiled and in pure Python, and the same files as the general path block by block,

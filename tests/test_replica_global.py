@@ -1,5 +1,5 @@
-"""A real MariaDB replica replicating the *global* binlog through the endpoint (issue 6, Must show 1
-and 2): every fixture is built with `gbinlog build` (local engine, small files so it rotates), served,
+"""A real MariaDB replica replicating the *global* binlog through the endpoint:
+every fixture is built with `gbinlog build` (local engine, small files so it rotates), served,
 and replicated with CHANGE MASTER … MASTER_USE_GTID=no; the replica ends with the truth's tables
 (BIT_XOR(CRC32(CONCAT_WS(...))) per table), its threads stay Yes, Seconds_Behind_Master reaches 0, and a
 restart at a mid-file position after STOP SLAVE works. Then a build writes into the served directory

@@ -1,5 +1,5 @@
-"""A real MariaDB 10.11 replica attached to the endpoint with CHANGE MASTER (issue 6, Must show 1 for
-binlogs other than the global one): files written by a real MariaDB master while it runs, and a MySQL
+"""A real MariaDB 10.11 replica attached to the endpoint with CHANGE MASTER, for
+binlogs other than the global one: files written by a real MariaDB master while it runs, and a MySQL
 5.7-style binlog written by BinlogWriter. The replica ends with the source's tables (checksums as
 polardbx-cdc's DataConsistencyTest computes them), its threads stay Yes, Seconds_Behind_Master reaches 0,
 and it restarts from a mid-file position after STOP SLAVE."""

@@ -1,4 +1,4 @@
-"""Restart points (DESIGN.md §4): re-reading a DN from any point a transaction carries regenerates
+"""Restart points: re-reading a DN from any point a transaction carries regenerates
 exactly the DN's later transactions, with the same vtsos, the same bytes and the same later points.
 
 A point is attached to the highest-vtso transaction released at (or after) a quiet point, so a

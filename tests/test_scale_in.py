@@ -1,4 +1,4 @@
-"""Scale-in (issue 14, Must show 2): a DN leaves after its data moved away.
+"""Scale-in: a DN leaves after its data moved away.
 
 The ``scale-2dn`` fixture: dn2 joins at 40 %, and at 75 % dn1's groups move to dn0/dn2 and a
 ``StorageInstChange`` instruction lists only dn0, dn2 (on all three DNs). The merge lets dn1 go

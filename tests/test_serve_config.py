@@ -1,4 +1,4 @@
-"""One config dialect for ``serve`` and ``run`` (issue 16, Must show 5 for the endpoint's part): every bad
+"""One config dialect for ``serve`` and ``run``: every bad
 option or config key of ``gbinlog serve`` / ``gbinlog run``'s ``[server]``/``[output]`` ends in one line
 ``gbinlog <cmd>: error: …`` naming the key, exit 2, no traceback — run as real CLI subprocesses."""
 

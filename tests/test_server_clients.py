@@ -1,4 +1,4 @@
-"""Real clients against the replication endpoint (issue 6, Must show 3):
+"""Real clients against the replication endpoint:
 `mariadb-binlog --read-from-remote-server` (default and --stop-never) prints the same events as reading
 the files locally — and exactly what it prints against a real MariaDB master serving the same files;
 python-mysql-replication's BinLogStreamReader (blocking and not, resume_stream) reads every event with

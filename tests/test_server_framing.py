@@ -1,4 +1,4 @@
-"""The dump's byte loop (issue 17, Must show 4): file bytes go out as many protocol packets per
+"""The dump's byte loop: file bytes go out as many protocol packets per
 write, framed by a compiled kernel or its pure-Python fallback. Both give the same bytes for any
 buffer, and a real client (`mariadb-binlog --raw`) fetching through either gets the files byte for
 byte, across files, chunk boundaries and a > 16 MiB event split into continuation packets."""

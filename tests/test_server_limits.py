@@ -1,4 +1,4 @@
-"""The endpoint under abuse (issue 16, Must show 6, first part): max_connections with ERR 1040,
+"""The endpoint under abuse: max_connections with ERR 1040,
 max_allowed_packet with ERR 1153, a half packet closed at net_read_timeout, an idle session at
 wait_timeout, and 20 clients sending 1 MB queries in a loop while a dump client's heartbeats and
 other clients' logins are timed."""

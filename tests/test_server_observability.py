@@ -1,4 +1,4 @@
-"""Per-replica observability of the endpoint (issue 16, Must show 7, the replica part): Prometheus gauges
+"""Per-replica observability of the endpoint: Prometheus gauges
 of ``gbinlog serve --metrics-port`` show an attached replica's position advancing as the directory grows,
 its rate, and its seconds behind the head; the session log (``-v`` / ``--log-file``) records logins, a
 denied login, the dump's start and stop with positions; ``gbinlog status`` prints the figures."""

@@ -1,6 +1,6 @@
 """Replication endpoint, command level: authentication, the canned replica queries, SHOW/PURGE, the
 dump stream's framing (fake ROTATE, FDE patching, ERR 1236, EOF, heartbeats, >16 MiB splitting) as
-seen by a raw protocol client and by PyMySQL (issue 6)."""
+seen by a raw protocol client and by PyMySQL."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def test_canned_replica_queries(server, sample):
         assert fetch(conn, "SELECT @@autocommit") == ((0,),)
         fetch(conn, "SET skip_replication=1")
         # Unknown SQL and unknown variables are refused with MySQL's codes.
-        # (Reading a table: 1146; a statement that changes data: 1290, read-only — issue 15.)
+        # (Reading a table: 1146; a statement that changes data: 1290, read-only.)
         for sql, code in [("SELECT * FROM mysql.user", 1146), ("DROP TABLE x", 1290), ("FROB x", 1064),
                           ("SELECT @@no_such_var", 1193), ("SELECT no_such_fn()", 1305)]:
             with pytest.raises(pymysql.err.MySQLError) as exc:

@@ -1,4 +1,4 @@
-"""Retention run by the endpoint (issue 16, Must show 3): ``expire_logs_seconds`` and ``max_total_size``
+"""Retention run by the endpoint: ``expire_logs_seconds`` and ``max_total_size``
 purge the oldest files in order, never the newest, never one a connected replica reads — a stuck replica
 holds them, then completes, and the purge goes on; every purge is logged with its reason."""
 

@@ -1,4 +1,4 @@
-"""Replication endpoint robustness (issue 6, Must show 4): a fuzzer's malformed and truncated packets,
+"""Replication endpoint robustness: a fuzzer's malformed and truncated packets,
 oversized length headers and abrupt disconnects leave the server serving; 50 replicas streaming at once
 all finish equal; a stuck replica neither delays the others nor grows the server's buffers."""
 

@@ -1,4 +1,4 @@
-"""TLS and modern auth on the endpoint (issue 16, Must show 2).
+"""TLS and modern auth on the endpoint.
 
 Real peers: PyMySQL (its own caching_sha2_password client: scramble, RSA key request, TLS) and a
 MariaDB replica with MASTER_SSL=1. What the network carries is checked on the bytes themselves,

@@ -337,7 +337,7 @@ class Grower:
 # -- the simulator's truth -----------------------------------------------------------------------------
 
 def checksum_of(server, db: str, table: str, columns: list[str]) -> tuple[int, int]:
-    """(rows, BIT_XOR(CRC32(CONCAT_WS('|', cols)))) — polardbx-cdc's DataConsistencyTest (reference §7)."""
+    """(rows, BIT_XOR(CRC32(CONCAT_WS('|', cols)))) — polardbx-cdc's DataConsistencyTest."""
     cols = ", ".join(f"`{c}`" for c in columns)
     row = server.query(f"SELECT COUNT(*), COALESCE(BIT_XOR(CAST(CRC32(CONCAT_WS('|', {cols})) AS UNSIGNED)), 0) "
                        f"FROM `{db}`.`{table}`")[0]

@@ -1,4 +1,4 @@
-"""Shaping the ``ddl`` fixture against its truth (issue 4, Must show 1 and 2).
+"""Shaping the ``ddl`` fixture against its truth.
 
 Every DML row of every logical table, decoded from the shaped TABLE_MAP and rows payloads, has
 exactly the logical columns in force at its vtso — during each physical-DDL window too — and the
@@ -53,7 +53,7 @@ def test_one_output_per_input_in_order_and_no_system_tables():
 
 
 def test_every_row_has_the_logical_columns_in_force_at_its_vtso():
-    """Must show 1: rows decoded from the output equal the truth's logical rows, with the truth's
+    """Rows decoded from the output equal the truth's logical rows, with the truth's
     logical column list and types, for every change of every DML txn."""
     t = truth(NAME)
     _, out = shaped()

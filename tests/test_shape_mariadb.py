@@ -1,5 +1,5 @@
-"""A real MariaDB replays the shaped stream and ends with the truth's final tables (issue 4, Must
-show 3), for the ``ddl`` and ``mixed`` fixtures: once rendered to SQL here (DDL text exactly as
+"""A real MariaDB replays the shaped stream and ends with the truth's final tables
+for the ``ddl`` and ``mixed`` fixtures: once rendered to SQL here (DDL text exactly as
 emitted, rows by primary key with columns mapped by position as a replica maps them), once written
 as a global binlog by ``dumper.GlobalBinlog`` and piped through the real ``mariadb-binlog``.
 """

@@ -1,4 +1,4 @@
-"""Names and bad input (issue 4, Must show 4 and 5), plus the pass-through and physical-model paths.
+"""Names and bad input, plus the pass-through and physical-model paths.
 
 * A logical database and table whose names carry unicode, backticks, spaces and mixed case (the bank
   fixture's marks rewritten) round-trip: DDL text, TABLE_MAP names, and a real MariaDB that ends with

@@ -1,5 +1,5 @@
-"""The CDC system tables in the fixtures' DN binlogs, read back with the binlog library (reference
-§4.4, §5.1, §5.1a, §5.3): heartbeats every 200 ms on every DN; DDL marks after every physical DDL of
+"""The CDC system tables in the fixtures' DN binlogs, read back with the binlog library
+(docs/formats.md): heartbeats every 200 ms on every DN; DDL marks after every physical DDL of
 their job, with META_INFO as TopologyRecord JSON whose createSql is the logical schema; physical DDLs
 at different times while DML continues on altered and unaltered shards; the scale-out instruction."""
 

@@ -1,4 +1,4 @@
-"""The truth is self-consistent (issue 9, Must show 3): replaying each fixture's logical txns in vtso
+"""The truth is self-consistent: replaying each fixture's logical txns in vtso
 order into a real MariaDB — the logical DDLs at their marks, every row change checked against the
 server's row before it is applied — ends with the truth's final tables, and the bank total equals
 the expected total after every txn once the accounts are loaded."""

@@ -1,5 +1,5 @@
-"""``build --engine spark`` against ``build --engine local`` (issue 8, Must show 1), on one shared
-local[2] SparkSession (Must show 5): the same ``binlog.*`` files byte for byte — also when the
+"""``build --engine spark`` against ``build --engine local``, on one shared
+local[2] SparkSession: the same ``binlog.*`` files byte for byte — also when the
 output is cut into several vtso ranges written by parallel tasks and the local writer's rotation
 puts file boundaries inside ranges — the same index, ``state.json`` and meta store.
 """

@@ -1,4 +1,4 @@
-"""Must show 2: a real cluster manager. A Spark standalone master and two workers on 127.0.0.1
+"""A real cluster manager. A Spark standalone master and two workers on 127.0.0.1
 (``spark-class`` from the pyspark install); ``gbinlog build --engine spark --master spark://…`` runs
 its tasks in executors on those workers (3 output ranges, files cut by a 48 KB rotation, so range
 bytes are also moved into place by tasks) and writes the local engine's bytes; every process the test

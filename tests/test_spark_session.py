@@ -1,4 +1,4 @@
-"""Spark session defaults, ``--conf`` and the missing-Java message (issue 8)."""
+"""Spark session defaults, ``--conf`` and the missing-Java message."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Must show 3: ``gbinlog run --engine spark`` on the live simulator with a MariaDB replica.
+"""``gbinlog run --engine spark`` on the live simulator with a MariaDB replica.
 
 A live 3-DN bank cluster writes its DN binlog directories in real time and serves them over the
 replication protocol; the Spark streaming service (a separate process: ``gbinlog run --engine
-spark``) reads them in micro-batches — the ``cluster.toml`` names dn0 by host:port (issue 14: the
+spark``) reads them in micro-batches — the ``cluster.toml`` names dn0 by host:port (the
 local engine's config, protocol DNs included) and the others by directory — and serves the
 global binlog on its endpoint, where a real MariaDB replica is attached. The service is killed with SIGKILL in the middle of a ``foreachBatch``
 (after half of the batch's transactions were handed on) and restarted: Spark replays that batch

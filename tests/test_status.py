@@ -1,4 +1,4 @@
-"""``gbinlog status`` and the Prometheus metrics of ``gbinlog run`` (issue 7 Build), on a live
+"""``gbinlog status`` and the Prometheus metrics of ``gbinlog run``, on a live
 service that follows growing DN binlog directories (the file-follow source) with a
 python-mysql-replication client attached to its endpoint; then a clean SIGTERM."""
 
@@ -89,7 +89,7 @@ def test_status_and_metrics_of_a_running_service(tmp_path):
         assert metric(metrics, "gbinlog_txns_out_total") > 20
         assert metric(metrics, "gbinlog_events_out_total") > 100
         assert metric(metrics, "gbinlog_replicas") == 1
-        rep = f'{{host="127.0.0.1",server_id="77",user="{REPL_USER}"}}'   # per-replica gauges (issue 16)
+        rep = f'{{host="127.0.0.1",server_id="77",user="{REPL_USER}"}}'   # per-replica gauges
         assert metric(metrics, "gbinlog_replica_connected", rep) == 1
         assert metric(metrics, "gbinlog_replica_position_bytes", rep) > 4
         assert 0 <= metric(metrics, "gbinlog_lag_ms") < 3000

@@ -1,4 +1,4 @@
-"""``gbinlog verify`` (issue 5 Build): passes on a good build (with the truth too) and names the
+"""``gbinlog verify``: passes on a good build (with the truth too) and names the
 file and offset of each kind of damage — a flipped bit, a file without its ROTATE, a vtso going
 down, a transaction split across files, a marker that contradicts its hint, a system table, a
 missing or altered transaction against the truth.

@@ -1,4 +1,4 @@
-"""The wheel installs and works outside the checkout (issue 14 Must show 5).
+"""The wheel installs and works outside the checkout.
 
 ``pip wheel .`` → a fresh venv in a temporary directory (not the checkout, not the dev venv's
 editable install) → ``gbinlog simulate`` + ``build`` + ``verify`` + ``serve``, and a

@@ -1,4 +1,4 @@
-"""The live DN client's byte loop (issue 17, Must show 5): runs of events come out of the
+"""The live DN client's byte loop: runs of events come out of the
 replication stream's packets in one pass, compiled (``binlog/_wire.c``) or by its pure-Python twin.
 Both give the same result for any buffer; framed by the endpoint's own framer (the inverse), a run
 comes back byte for byte; the loop stops exactly at what the checked path must see (a stream-only

@@ -1,4 +1,4 @@
-"""Dumper high availability (issue 18): a leader lease with a fencing epoch in the shared meta
+"""Dumper high availability: a leader lease with a fencing epoch in the shared meta
 store (``lease``), and the member thread that holds or waits for it (``member``)."""
 
 from dumper.ha.lease import Fence, FencedOut, LeaseRow, LeaseStore, LeaseStoreError, MemberRow

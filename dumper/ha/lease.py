@@ -1,4 +1,4 @@
-"""The leader lease: one row in the shared meta store, with a fencing epoch (issue 18).
+"""The leader lease: one row in the shared meta store, with a fencing epoch.
 
 The rules, each one conditional statement the store applies atomically (so two members racing
 cannot both win; ``rowcount`` says who did):

@@ -1,4 +1,4 @@
-"""One HA member: a thread that holds or waits for the leader lease (issue 18).
+"""One HA member: a thread that holds or waits for the leader lease.
 
 A follower tries ``acquire`` every ``lease/3``; the leader ``renew``s at the same pace. Each grant
 moves the fence's local deadline (see ``dumper.ha.lease``); a refused renewal, or a store that

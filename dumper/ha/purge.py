@@ -1,4 +1,4 @@
-"""PURGE in an HA group (issue 18): the leader purges, the others follow, through the meta store.
+"""PURGE in an HA group: the leader purges, the others follow, through the meta store.
 
 One round (each member runs one every ``retention_interval``, in its own thread: ``gbinlog.ha``):
 

@@ -1,5 +1,5 @@
 """Replication endpoint: serves a directory of binlog files to MySQL/MariaDB replicas,
-``mariadb-binlog --read-from-remote-server`` and python-mysql-replication (issue 6).
+``mariadb-binlog --read-from-remote-server`` and python-mysql-replication.
 
 Public API::
 

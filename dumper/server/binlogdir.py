@@ -176,7 +176,7 @@ class BinlogDir:
 
 
 def patch_fde(raw: bytes, start_pos: int) -> bytes:
-    """The FDE as sent after a fake ROTATE (reference §4.2).
+    """The FDE as sent after a fake ROTATE, as a MySQL master sends it.
 
     The in-use flag 0x01 is cleared (the CRC is computed with it cleared, so it stays valid). Starting
     past 4, log_pos and ``created`` become 0 so the replica neither counts it nor drops temp tables,
@@ -209,7 +209,7 @@ def fake_rotate(name: str, position: int, *, server_id: int, checksum: bool) -> 
 
 
 def heartbeat(name: str, position: int, *, server_id: int, checksum: bool) -> bytes:
-    """HEARTBEAT_LOG_EVENT v1 (27): log_pos = end of the last event sent in ``name`` (§4.4)."""
+    """HEARTBEAT_LOG_EVENT v1 (27): log_pos = end of the last event sent in ``name``."""
     return artificial_event(EventType.HEARTBEAT, name.encode("utf-8", "surrogateescape"),
                             server_id=server_id, log_pos=position & 0xFFFFFFFF, flags=0, checksum=checksum)
 

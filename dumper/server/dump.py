@@ -1,4 +1,4 @@
-"""COM_BINLOG_DUMP: stream a directory's binlog files to one client (reference §4).
+"""COM_BINLOG_DUMP: stream a directory's binlog files to one client, as a MySQL master does.
 
 fake ROTATE → the file's FDE (patched when starting past 4) → events verbatim, many packets per
 write (``framing.frame_events``, compiled) → at the end of an older file the next one (fake ROTATE + FDE) → at the end of the newest file EOF (non-blocking) or
@@ -199,7 +199,7 @@ class BinlogDump:
             why = event_at(fh, start, fde.checksum)
             if why is not None:
                 raise DumpError(f"bogus data in log event: position {start} is not an event start ({why})")
-        # First fake ROTATE: CRC iff the client asked for CRC32 (§4.1); then the FDE's algorithm rules.
+        # First fake ROTATE: CRC iff the client asked for CRC32; then the FDE's algorithm rules.
         out = bytearray(self._event_packet(fake_rotate(name, start, server_id=self.cfg.server_id,
                                                        checksum=client == "CRC32")))
         if fde.raw is not None:

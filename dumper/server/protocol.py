@@ -1,5 +1,5 @@
 """MySQL client/server protocol, server side: packets, handshake v10, native-password auth, OK/ERR/EOF,
-text result sets (reference/replication-protocol.md §0-§1).
+text result sets.
 
 Only what binlog clients use: no compression, no CLIENT_DEPRECATE_EOF (classic 5-byte EOF). TLS and the
 auth plugins' exchanges are in ``login.py`` / ``auth.py``.
@@ -41,7 +41,7 @@ CLIENT_CONNECT_ATTRS = 0x100000
 CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA = 0x200000
 
 # Bit 0 set as MySQL servers do (libmariadb then ignores MariaDB extended capabilities); SSL only
-# when TLS is configured (handshake_v10(ssl=True)); no compression, no DEPRECATE_EOF (§0.1).
+# when TLS is configured (handshake_v10(ssl=True)); no compression, no DEPRECATE_EOF.
 SERVER_CAPABILITIES = (
     CLIENT_LONG_PASSWORD | CLIENT_FOUND_ROWS | CLIENT_LONG_FLAG | CLIENT_CONNECT_WITH_DB
     | CLIENT_NO_SCHEMA | CLIENT_ODBC | CLIENT_IGNORE_SPACE | CLIENT_PROTOCOL_41 | CLIENT_INTERACTIVE

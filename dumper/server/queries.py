@@ -1,4 +1,4 @@
-"""COM_QUERY: the small SQL dialect binlog clients send (reference/replication-protocol.md §2.5).
+"""COM_QUERY: the small SQL dialect binlog clients send (replicas, ``mariadb-binlog``, PyMySQL).
 
 ``SET`` (user variables per connection, system variables accepted), ``SELECT`` of expressions
 (functions, ``@var``, ``@@[global.|session.]var``, literals), ``SHOW VARIABLES``, ``SHOW MASTER STATUS``,

@@ -1,6 +1,6 @@
 """TLS for the endpoint: the server's ``ssl.SSLContext`` and a self-signed pair made on first start.
 
-The MySQL protocol upgrades in place (reference §0): the server offers ``CLIENT_SSL`` in its
+The MySQL protocol upgrades in place: the server offers ``CLIENT_SSL`` in its
 handshake, the client answers with a 32-byte SSLRequest, both run the TLS handshake on the same
 socket, and the client's real HandshakeResponse (user, auth data) then travels encrypted.
 """

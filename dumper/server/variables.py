@@ -80,7 +80,7 @@ FUNCTIONS: dict[str, Callable[[BinlogServer, Session], object]] = {
     "current_timestamp": lambda s, sess: datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
     "last_insert_id": lambda s, sess: 0,
     "uuid": lambda s, sess: str(uuid.uuid4()),
-    # MariaDB replicas ask for the GTID of a position; there are no GTIDs here: NULL (§2.1 step 8b).
+    # MariaDB replicas ask for the GTID of a position; there are no GTIDs here: NULL.
     "binlog_gtid_pos": lambda s, sess: None,
 }
 

@@ -1,4 +1,4 @@
-"""The Spark engine (DESIGN.md §5): the same stage functions run as Spark jobs.
+"""The Spark engine (docs/architecture.md): the same stage functions run as Spark jobs.
 
 * ``session``: a SparkSession with small-machine defaults (``spark_session``), ``--conf k=v``,
   a clear error when Java is missing.

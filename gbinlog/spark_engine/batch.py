@@ -1,6 +1,6 @@
 """``build`` on Spark: archived DN binlogs → the global binlog, byte-identical to the local engine.
 
-The job (DESIGN.md §5):
+The job (docs/architecture.md):
 
 1. Driver: DN ids and storage sequences, one input partition per DN (or per byte range cut at
    restart points), and output range boundaries from cheap per-DN TSO samples (``ranges``): no
@@ -95,7 +95,7 @@ class BuildResult:
 # -- planning (driver) ----------------------------------------------------------------------------
 
 def dn_specs(dn_dirs: Sequence[str | os.PathLike]) -> list[DnSpec]:
-    """DN id = directory name (DESIGN.md §6); storage sequences collision-free over the set."""
+    """DN id = directory name; storage sequences collision-free over the set."""
     from extractor import storage_sequences
 
     dirs = [Path(d).resolve() for d in dn_dirs]

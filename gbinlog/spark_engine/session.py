@@ -1,5 +1,5 @@
 """A SparkSession with defaults for a small machine, ``--conf k=v`` overrides, and a clear error
-when Java is missing (reference/spark.md §1–§2).
+when Java is missing.
 
 Defaults: UI and console progress off, few shuffle partitions, Arrow on, log4j2 at ERROR (a
 properties file written next to the temp dir, passed to driver and executors), ``SPARK_LOCAL_IP``
@@ -178,7 +178,7 @@ def default_cds_archive() -> str | None:
 def cds_options(archive: str) -> str:
     """``--conf spark.gbinlog.cds=PATH`` (default ``default_cds_archive()``; ``off``: none): the
     driver JVM's class-data-sharing archive — written at the exit of the first run (70–175 MB),
-    mapped by the next ones: session start and the first job about 1.8 s faster (reference/spark.md §1).
+    mapped by the next ones: session start and the first job about 1.8 s faster.
     The JVM writes it when it exits, after this process, so each run writes its own
     ``PATH.<pid>.tmp`` and a later run takes a finished one (untouched for ``CDS_SETTLE_S``) as
     ``PATH``: two first runs at once cannot interleave their writes. An archive that does not

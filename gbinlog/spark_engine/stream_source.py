@@ -23,7 +23,7 @@ the events up to that end, or the DN sends a heartbeat (it has nothing more), th
 
 Planning reads only directory listings, file sizes, ``SHOW BINARY LOGS`` and two small JSON files:
 it never parses a DN binlog (stream-reader methods run in a JVM-spawned Python process that shares nothing with the
-driver, reference/spark.md §3).
+driver).
 """
 
 from __future__ import annotations

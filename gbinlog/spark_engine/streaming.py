@@ -14,7 +14,7 @@ crash (Spark replays it with the same offsets and batch id) writes nothing twice
 
 Stopping: the pipeline ends at a whole transaction and checkpoints, exactly as the local live
 service does (the query keeps delivering meanwhile); then the query is stopped between two batches
-only (``graceful_stop``: reference/spark.md §5, a ``stop()`` inside ``foreachBatch`` can trip a
+only (``graceful_stop``: a ``stop()`` inside ``foreachBatch`` can trip a
 JVM StackOverflowError).
 
 Entry points: ``run(config, should_stop)`` and ``SparkLiveRunner`` (a drop-in for ``LiveRunner``);
