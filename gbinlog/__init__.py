@@ -1,3 +1,3 @@
 """The gbinlog application: click CLI, configuration, runners, metrics."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,11 +1,17 @@
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def test_version_and_help():
     out = subprocess.run([sys.executable, "-m", "gbinlog.cli", "--version"], capture_output=True,
                          text=True, check=True).stdout
-    assert out.strip() == "gbinlog, version 0.1.0"
+    declared = tomllib.loads(PYPROJECT.read_text())["project"]["version"]
+    assert out.strip() == f"gbinlog, version {declared}"
+    assert declared == "0.2.0"
     out = subprocess.run([sys.executable, "-m", "gbinlog.cli", "--help"], capture_output=True,
                          text=True, check=True).stdout
     assert "global binlog" in out
