@@ -22,11 +22,12 @@ transaction written: informational, the checks use the DN server ids and the rul
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from dumper.global_binlog import DumperError
 from extractor.model import DnTxn, TxnKind
+from merger.errors import TsoJumpedAhead
 from merger.model import GlobalTxn
 
 
@@ -73,12 +74,33 @@ def check_same_dns(saved: dict[str, int | None], now: dict[str, int | None], out
 BROADCAST_KINDS = frozenset({TxnKind.HEARTBEAT, TxnKind.DDL_MARK, TxnKind.INSTRUCTION})
 
 
-def check_broadcast_members(g: GlobalTxn, members: set[str], ended: set[str]) -> None:
+#: a DN lacking a broadcast while its next commit is this far above it had its TSO jump (closer,
+#: the binlogs are of two clusters); a cluster's heartbeats are a second or less apart
+JUMP_SECONDS = 60.0
+
+
+def check_broadcast_members(g: GlobalTxn, members: set[str], ended: set[str],
+                            head_of: Callable[[str], DnTxn | None] | None = None) -> None:
     """The cluster membership rule: a broadcast transaction (heartbeat, DDL mark, instruction —
     rows of the BROADCAST ``__cdc__`` tables) has a branch from every DN that took part in an
-    earlier one, unless that DN's input has ended. Adds its DNs to ``members``."""
+    earlier one, unless that DN's input has ended. Adds its DNs to ``members``.
+
+    ``head_of`` (the merge's next transaction of a DN): a DN that lacks the broadcast while its
+    next transaction commits ``JUMP_SECONDS`` or more above it had a commit TSO jump ahead
+    (``TsoJumpedAhead``, naming the DN, file and offset of that transaction) — the merge took the
+    broadcast without waiting for it."""
     dns = {b.dn for b in g.branches}
     missing = members - dns - ended
+    if missing and head_of is not None:
+        for dn in sorted(missing):
+            head = head_of(dn)
+            gap = ((head.tso >> 22) - (int(g.vtso[:19]) >> 22)) / 1000 if head is not None and head.tso else 0
+            if gap >= JUMP_SECONDS:
+                raise TsoJumpedAhead(
+                    f"the transaction begun here commits with TSO {head.tso}, {gap:,.3f} s above "
+                    f"{g.kind.value} {g.vtso[:19]} that every other DN has and this DN lacks below it: "
+                    "its commit TSO jumped ahead (or this binlog is another cluster's)",
+                    dn=dn, file=head.start.file, offset=head.start.offset)
     if missing:
         raise ClusterMismatch(
             f"{g.kind.value} {g.vtso} has branches from {', '.join(sorted(dns))} but not from "

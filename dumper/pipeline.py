@@ -60,11 +60,11 @@ from dumper.global_binlog import (
     encode_txn,
 )
 from dumper.recovery import count_span, list_files
-from dumper.state import STATE_FILE, BinlogMark, State, load_state, save_state
+from dumper.state import STATE_FILE, BinlogMark, State, load_state, meta_store_location, save_state
 from extractor import RestartPoint, storage_sequences
 from extractor.model import DnTxn, TxnKind
 from extractor.vtso import vtso_actual_tso
-from merger import GlobalTxn, Membership, merge
+from merger import GlobalTxn, Held, Membership, merge
 
 log = logging.getLogger(__name__)
 _DML = TxnKind.DML
@@ -160,6 +160,7 @@ class BuildResult:
     resumed: bool = False
     recovery: list[str] = field(default_factory=list)
     checkpoints: int = 0
+    held: Held | None = None      # the emission rule stopped the output below a DN's end of input
 
 
 class Pipeline:
@@ -274,8 +275,10 @@ class Pipeline:
     def merge(self) -> Iterator[GlobalTxn]:
         # the branches of one transaction are ordered by the DN order (the merge ranks), so a
         # standby DN opened later keeps its place
+        # every DN had passed the last transaction done (the emission rule held the run that did
+        # it to that): a DN that has nothing after its restart point passed at least that
         return merge(self.extract(), ranks={d.dn_id: i for i, d in enumerate(self.dns)}, join=self._join,
-                     should_stop=self.should_stop, membership=self.membership)
+                     should_stop=self.should_stop, membership=self.membership, passed=self.skip)
 
     # -- 5. shape ------------------------------------------------------------------------------------
     def shaper(self):
@@ -283,11 +286,7 @@ class Pipeline:
         from schema_shaper import MetaStore, Shaper
         from schema_shaper.filters import TableFilter, with_filter
 
-        meta = self.meta_target
-        path = meta.removeprefix("sqlite://") if meta.startswith("sqlite:///") else meta
-        if "://" not in path and not os.path.isabs(path):
-            path = str(self.out / path)
-        self.store = MetaStore.open(path)
+        self.store = MetaStore.open(meta_store_location(self.out, self.meta_target))
         # With a state, the shaper resumes from the meta store and regenerated txns ≤ skip are
         # dropped unshaped. Without one (a crash before the first checkpoint) everything is
         # re-read and re-shaped from the start, and the last transaction in the files must come
@@ -332,7 +331,8 @@ class Pipeline:
 
     def note_broadcast(self, g: GlobalTxn) -> None:
         if g.kind in BROADCAST_KINDS:
-            check_broadcast_members(g, self.members, self.membership.ended | set(self.membership.left))
+            check_broadcast_members(g, self.members, self.membership.ended | set(self.membership.left),
+                                    self.membership.head_of)
             if self.cluster_id is None:
                 self.cluster_id = vtso_actual_tso(g.vtso)
 
@@ -481,6 +481,7 @@ class Pipeline:
         binlog, result = self.binlog, self.result
         result.written, result.events, result.bytes = binlog.txns_written, binlog.events_written, binlog.bytes_written
         result.last_vtso = self.last_consumed
+        result.held = self.membership.held
         read = [getattr(d, "events_read", None) for d in self.dns]
         result.dn_events = None if None in read else sum(read)
         result.files = list(binlog.files)

@@ -150,3 +150,12 @@ def save_state(directory: str | os.PathLike, state: State) -> None:
         cls = DiskFull if exc.errno in (errno.ENOSPC, errno.EDQUOT) else StateError
         raise cls(f"{directory / STATE_FILE}: cannot write: {os.strerror(exc.errno) if exc.errno else exc} "
                   "(the previous state stays in force)") from exc
+
+
+def meta_store_location(directory: str | os.PathLike, meta_store: str) -> str:
+    """Where the meta store ``meta_store`` (as ``state.json`` and the settings give it: a path relative
+    to the output directory, ``sqlite:///path``, or a ``mysql://`` URL) is: a path or a URL."""
+    path = meta_store.removeprefix("sqlite://") if meta_store.startswith("sqlite:///") else meta_store
+    if "://" not in path and not os.path.isabs(path):
+        path = str(Path(directory) / path)
+    return path

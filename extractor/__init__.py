@@ -9,6 +9,7 @@ from extractor.errors import (
     BadXid,
     CommitWithoutPrepare,
     DuplicateTransaction,
+    OpenAtEnd,
     OrderingError,
     OrphanCommitTso,
     TraceIdRegression,
@@ -23,7 +24,7 @@ from extractor.vtso import VtsoState, storage_sequence, storage_sequences, vtso_
 
 __all__ = [
     "BadXid", "Block", "BytesSource", "CommitWithoutPrepare", "DirSource", "DnSource", "DnTxn",
-    "DuplicateTransaction", "OrderingError", "OrphanCommitTso", "Pos", "RestartPoint", "Sorter",
+    "DuplicateTransaction", "OpenAtEnd", "OrderingError", "OrphanCommitTso", "Pos", "RestartPoint", "Sorter",
     "TraceIdRegression", "TxnKind", "UnexpectedEvent", "UnfinishedTransaction", "VtsoState", "extract",
     "list_binlog_files", "storage_sequence", "storage_sequences", "vtso_for_commit",
 ]

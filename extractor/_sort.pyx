@@ -32,6 +32,11 @@ cdef object sorter_error(str msg):
 
     return SorterError(msg)
 
+cdef object went_back(txn, vtso, below):
+    from extractor.errors import tso_went_back
+
+    return tso_went_back(txn, vtso, below)
+
 cdef enum:
     PREWRITE = 0
     DONE = 1  # Commit or Rollback
@@ -70,8 +75,11 @@ cdef class Sorter:
         self._items.append((PREWRITE, key))
 
     cpdef commit(self, key, vtso):
-        if self.trans.get(key) is None:
+        txn = self.trans.get(key)
+        if txn is None:
             raise sorter_error(f"commit of unknown transaction key {key!r}")
+        if self.watermark is not None and vtso < self.watermark:
+            raise went_back(txn, vtso, self.watermark)
         self.wait.discard(key)
         # The counter breaks vtso ties (branches of one txn on one DN) in commit order.
         self._n += 1
@@ -132,8 +140,10 @@ cdef class Sorter:
         if self.wait or self.heap or self._head < len(self._items):
             return False
         cdef unsigned long long txn_id = txn.txn_id
-        try_set(state, tso, txn_id)
         vtso = tso_vtso(tso, txn_id)
+        if self.watermark is not None and vtso < self.watermark:
+            raise went_back(txn, vtso, self.watermark)
+        try_set(state, tso, txn_id)
         txn.vtso = vtso
         txn.tso = tso
         self._n += 1

@@ -30,6 +30,7 @@ from extractor.errors import (
     BadXid,
     CommitWithoutPrepare,
     DuplicateTransaction,
+    OpenAtEnd,
     OrderingError,
     OrphanCommitTso,
     TraceIdRegression,
@@ -246,12 +247,16 @@ class Assembler:
             if released:
                 yield from released
 
-    def finish(self) -> None:
-        """End of a finite input: a pending commit TSO is an error; open prepares are reported."""
+    def finish(self, complete: bool = False) -> None:
+        """End of a finite input: a pending commit TSO is an error; open prepares are reported —
+        and are an error (``OpenAtEnd``) when the input is said to be ``complete`` (the cluster
+        stopped), since a complete input has nothing left open."""
         if self.pending_tso >= 0:
             at = self.pending_at
             raise OrphanCommitTso(f"commit TSO {self.pending_tso} is followed by no XA COMMIT (end of input)",
                                   dn=self.dn, file=at.file, offset=at.offset)
+        if complete:
+            self._check_nothing_open()
         if self.cur is not None:
             log.warning("DN %s: transaction started at %s is unfinished at the end of the input; held",
                         self.dn, self.cur.start)
@@ -261,6 +266,17 @@ class Assembler:
             log.warning("DN %s: %d transaction(s) prepared and never committed at the end of the input "
                         "(held, not emitted; oldest %s at %s); %d committed after it held too",
                         self.dn, len(held), oldest.xid, oldest.start, len(self.sorter.heap))
+
+    def _check_nothing_open(self) -> None:
+        open_keys = self.sorter.open_keys()
+        oldest = self.sorter.trans[open_keys[0]] if open_keys else self.cur
+        if oldest is None:
+            return
+        what = (f"{len(open_keys)} branch(es) prepared and not committed (the oldest {oldest.xid})" if open_keys
+                else "a transaction begun and not ended")
+        raise OpenAtEnd(f"{what} at the end of the input, which was said to be complete (the cluster "
+                        "stopped): it is not; build without --cluster-stopped to write what is certain",
+                        dn=self.dn, file=oldest.start.file, offset=oldest.start.offset)
 
     def warn_held(self) -> None:
         """Every ``warn_interval`` s while a prepare blocks release: log its XID and age."""

@@ -29,6 +29,29 @@ class CommitWithoutPrepare(OrderingError):
     """An ``XA COMMIT`` (or XID / COMMIT) with no open or prepared transaction to commit."""
 
 
+class OpenAtEnd(OrderingError):
+    """The input of a DN said to be complete (its cluster stopped) ends with a branch prepared and
+    not committed, or a transaction begun and not ended: it is not complete."""
+
+
+class TsoWentBack(OrderingError):
+    """A commit TSO below one the DN committed before the transaction's prepare: impossible for a
+    TSO fetched after the prepare, so one of the two went back or jumped ahead."""
+
+
+def tso_went_back(txn, vtso: str, below: str) -> TsoWentBack:
+    """The Sorter's check (``extractor.sorter.PySorter.commit``): ``txn`` commits at ``vtso``,
+    below ``below``, the highest vtso the DN had committed before ``txn``'s prepare."""
+    tso, top = int(vtso[:19]), int(below[:19])
+    gap = ((top >> 22) - (tso >> 22)) / 1000
+    start = getattr(txn, "start", None)
+    return TsoWentBack(f"commit TSO {tso} of the transaction begun here goes back below TSO {top}, which "
+                       f"this DN committed before that transaction's prepare ({gap:,.3f} s higher): a "
+                       "commit TSO went back here or jumped ahead before; the input is damaged or not one "
+                       "DN's binlog", dn=getattr(txn, "dn", None), file=start.file if start else None,
+                       offset=start.offset if start else None)
+
+
 class OrphanCommitTso(OrderingError):
     """A GCN (flags & 0x04) / SEQUENCE commit TSO that no XA COMMIT consumed."""
 

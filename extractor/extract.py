@@ -13,7 +13,8 @@ from extractor.vtso import VtsoState
 
 def extract(dn: str | os.PathLike | DnSource, *, dn_id: str | None = None, storage_seq: str | None = None,
             state: VtsoState | None = None, start: Pos | None = None, follow: bool = False,
-            should_stop: Callable[[], bool] | None = None, strict: bool = True) -> Iterator[DnTxn]:
+            should_stop: Callable[[], bool] | None = None, strict: bool = True,
+            complete: bool = False) -> Iterator[DnTxn]:
     """Assemble, vtso-stamp and first-level-sort the binlog of one DN.
 
     ``dn`` is a DN binlog directory (its name is the DN id unless ``dn_id`` says otherwise) or a
@@ -23,6 +24,8 @@ def extract(dn: str | os.PathLike | DnSource, *, dn_id: str | None = None, stora
     ``should_stop()``. Yields committed transactions (no rollbacks, no empty ones) in ascending vtso;
     a prepared transaction that never commits is held, with a warning every 10 s while following.
     Bad input raises an ``OrderingError`` (or the reader's ``BinlogError``) naming DN, file, offset.
+    ``complete``: the input is the DN's whole binlog (its cluster stopped), so a branch still open
+    at its end is an error (``OpenAtEnd``) instead of being held.
     """
     if isinstance(dn, DnSource):
         source = dn
@@ -34,4 +37,4 @@ def extract(dn: str | os.PathLike | DnSource, *, dn_id: str | None = None, stora
         source.on_idle = asm.warn_held
     for name, events in source.files():
         yield from asm.feed(name, events)
-    asm.finish()
+    asm.finish(complete)

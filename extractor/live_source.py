@@ -16,7 +16,9 @@ Network errors, an end-of-stream packet or a stopped server are retried: reconne
 exponential backoff (``backoff_initial`` doubling up to ``backoff_max``) and resume at the end of
 the last event handed out, so the assembler sees each event exactly once. Errors that a retry
 cannot fix (bad password, ERR 1236 for an unknown file/position, corrupt events) raise
-``LiveSourceError`` naming the DN, file and offset.
+``LiveSourceError`` naming the DN, file and offset (where the damaged event starts: a damaged
+header cannot say); ``gbinlog run``'s feed (``gbinlog.live_feed.DnFeed``) then reads the DN again
+from a restart point after a backoff.
 """
 
 from __future__ import annotations
@@ -509,6 +511,10 @@ class ReplicationSource(DnSource):
             raise self._bad(f"event size {h[3]} in its header, {size} bytes received")
         type_code = h[1]
         if type_code == _HEARTBEAT:
+            # a heartbeat carries a CRC when one was negotiated, as MySQL and MariaDB send it: an
+            # event whose type byte was damaged into a heartbeat must not be skipped unnoticed
+            if self._checksum and not crc_ok(raw):
+                raise self._bad(f"CRC32 mismatch in event type {type_code}")
             if self.on_idle is not None:
                 self.on_idle()
             return None
@@ -532,7 +538,9 @@ class ReplicationSource(DnSource):
                 return None  # the FDE a server sends when starting mid-file, or already handed out
             return Event(pos, h, raw, self._ctx)
         if self._ctx.checksum and not crc_ok(raw):
-            raise self._bad(f"CRC32 mismatch in event type {type_code}", h[4] - size)
+            # the header is as damaged as the rest (a flipped log_pos would point anywhere): the
+            # event starts where the one before it ended
+            raise self._bad(f"CRC32 mismatch in event type {type_code}")
         if not h[4]:
             if h[5] & _ARTIFICIAL:
                 return None

@@ -14,7 +14,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from binlog.kernel import compiled_twin
-from extractor.vtso import vtso_for_commit
+from extractor.errors import tso_went_back
+from extractor.vtso import tso_vtso, vtso_for_commit
 
 _PREWRITE = 0
 _DONE = 1  # Commit or Rollback
@@ -53,6 +54,10 @@ class PySorter:
         txn = self.trans.get(key)
         if txn is None:
             raise SorterError(f"commit of unknown transaction key {key!r}")
+        if self.watermark is not None and vtso < self.watermark:
+            # W only counts commits written before the oldest open prepare, so before this one's:
+            # its TSO, fetched after its prepare, is above them all
+            raise tso_went_back(txn, vtso, self.watermark)
         self.wait.discard(key)
         # The counter breaks vtso ties (branches of one txn on one DN) in commit order.
         self._n += 1
@@ -106,7 +111,11 @@ class PySorter:
         set, ``state`` advanced, the watermark moved as they would); False (nothing changed) else."""
         if self.items or self.wait or self.heap:
             return False
-        txn.vtso = vtso = vtso_for_commit(state, tso, txn.txn_id, "")
+        vtso = tso_vtso(tso, txn.txn_id)
+        if self.watermark is not None and vtso < self.watermark:
+            raise tso_went_back(txn, vtso, self.watermark)
+        vtso_for_commit(state, tso, txn.txn_id, "")     # the DN's vtso state moves on (the same vtso)
+        txn.vtso = vtso
         txn.tso = tso
         self._n += 1
         if self.watermark is None or vtso > self.watermark:

@@ -14,7 +14,8 @@ from gbinlog.cli_errors import OneLineErrors
 # The keys of ``gbinlog build --config FILE`` ([build] table); command-line options win.
 BUILD_KEYS = {"dn": list, "out": str, "server_id": int, "server_version": str, "max_file_size": (int, str),
               "heartbeat_interval": int, "meta_store": str, "checkpoint_seconds": (int, float), "checkpoint_bytes": (int, str),
-              "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool, "gtids": bool}
+              "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool, "gtids": bool,
+              "file_mode": str}
 CONFIG_EXAMPLE = """\
 [build]
 dn = ["/data/dn0", "/data/dn1"]     # DN binlog directories (added to --dn)
@@ -29,6 +30,7 @@ checkpoint_bytes = "64MB"           # … or after this much output
 on_error = "raise"                  # or "skip": shaping errors skip the block with a warning
 workers = false                     # extract each DN in a worker process (default: off)
 gtids = true                        # GTID events + PREVIOUS_GTIDS (a MySQL 8 replica with auto-position)
+file_mode = "0640"                  # mode of the files written; directories get x where r (0750)
 engine = "local"                    # or "spark"
 """
 
@@ -131,17 +133,24 @@ class _Bar:
               help="Only these databases/tables: 'db' or 'db.table', wildcards % _ (or * ?); repeatable.")
 @click.option("--exclude", "excludes", multiple=True, metavar="PATTERN",
               help="Leave these databases/tables (rows and DDL) out, e.g. 'bank.audit*'; repeatable.")
+@click.option("--cluster-stopped", is_flag=True, default=None,
+              help="The DN directories hold the DNs' whole binlogs (the cluster stopped): write the tail "
+                   "past where a DN's input ends; refused while a DN has a branch prepared and not committed.")
+@click.option("--file-mode", metavar="MODE",
+              help="Mode of the files written, octal (default 0640); directories get x where r (0750).")
 def build_command(dns, out, config, max_file_size, server_id, server_version, meta_store, resume, engine, master,
-                  confs, workers, gtids, progress, includes, excludes) -> None:
+                  confs, workers, gtids, progress, includes, excludes, cluster_stopped, file_mode) -> None:
     """Build the global binlog of DN binlog directories: extract → merge → shape → dump.
 
     Resumable: on an existing output directory it recovers the files (anything after the last
     complete transaction is cut) and continues from state.json, byte-identical to an
-    uninterrupted build."""
+    uninterrupted build. A transaction is written only once every DN has passed it: where one
+    DN's input ends below the others' the output stops there, says what it held and exits 3
+    (build again when the DN's files are complete, or give --cluster-stopped)."""
     from binlog.errors import BinlogError
-    from dumper.global_binlog import DumperError, check_server_version
+    from dumper.global_binlog import DumperError
     from extractor.errors import OrderingError
-    from gbinlog.local_engine import Settings, build
+    from gbinlog.local_engine import build
 
     cfg = load_build_config(config) if config else {}
     dn_dirs = list(cfg.get("dn", [])) + list(dns)
@@ -150,6 +159,48 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         raise click.UsageError("give at least one --dn DIR (or build.dn in --config)")
     if not out:
         raise click.UsageError("give --out DIR (or build.out in --config)")
+    settings = _settings_of(cfg, includes, excludes, max_file_size=max_file_size, server_id=server_id,
+                            server_version=server_version, meta_store=meta_store, workers=workers, gtids=gtids)
+    _set_file_mode(file_mode, cfg)
+    engine = engine or cfg.get("engine", "local")
+    if engine == "spark":
+        if settings.filter:
+            raise click.UsageError("--include/--exclude ([filter]) are not supported with --engine spark yet")
+        if cluster_stopped:
+            raise click.UsageError("--cluster-stopped is not supported with --engine spark yet: finish the "
+                                   "output with --engine local (it resumes a Spark build's directory)")
+        _spark_build(dn_dirs, out, settings, master or cfg.get("master"),
+                     [f"{k}={v}" for k, v in cfg.get("conf", {}).items()] + list(confs))
+        return
+    if master or confs:
+        raise click.UsageError("--master/--conf are for --engine spark")
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = _Bar() if show else None
+    try:
+        result = build(dn_dirs, out, settings=settings, resume=resume, on_progress=bar,
+                       cluster_stopped=bool(cluster_stopped))
+    except (DumperError, OrderingError, BinlogError) as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:
+        from schema_shaper import ShapeError
+
+        if isinstance(exc, ShapeError):
+            raise click.ClickException(str(exc)) from None
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    _summary(result)
+    if result.held is not None:
+        _report_held(result.held)
+
+
+def _settings_of(cfg: dict[str, Any], includes, excludes, **options) -> Any:
+    """The build's ``Settings``: the ``[build]`` table's keys, then the options given (not None),
+    the filter patterns checked; a bad server id or version is a usage error naming it."""
+    from dumper.global_binlog import check_server_version
+    from gbinlog.local_engine import Settings
+
     settings = Settings()
     for key in ("server_id", "server_version", "max_file_size", "heartbeat_interval", "meta_store",
                 "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers", "gtids"):
@@ -166,49 +217,44 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
             except FilterError as exc:
                 raise click.BadParameter(str(exc), param_hint="--include/--exclude") from None
         settings.filter = {"include": include, "exclude": exclude}
-    if max_file_size is not None:
-        settings.max_file_size = _parse_size(max_file_size, "--max-file-size")
-    if server_id is not None:
-        settings.server_id = server_id
-    if server_version is not None:
-        settings.server_version = server_version
-    if meta_store is not None:
-        settings.meta_store = meta_store
-    if workers is not None:
-        settings.workers = workers
-    if gtids is not None:
-        settings.gtids = gtids
+    if options.get("max_file_size") is not None:
+        options["max_file_size"] = _parse_size(options["max_file_size"], "--max-file-size")
+    for key, value in options.items():
+        if value is not None:
+            setattr(settings, key, value)
     if isinstance(settings.server_id, bool) or not 1 <= settings.server_id < 2**32:
         raise click.BadParameter(f"{settings.server_id} is not a server id (1..4294967295)", param_hint="server_id")
     try:
         check_server_version(settings.server_version)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--server-version") from None
-    engine = engine or cfg.get("engine", "local")
-    if engine == "spark":
-        if settings.filter:
-            raise click.UsageError("--include/--exclude ([filter]) are not supported with --engine spark yet")
-        _spark_build(dn_dirs, out, settings, master or cfg.get("master"),
-                     [f"{k}={v}" for k, v in cfg.get("conf", {}).items()] + list(confs))
-        return
-    if master or confs:
-        raise click.UsageError("--master/--conf are for --engine spark")
-    show = sys.stderr.isatty() if progress is None else progress
-    bar = _Bar() if show else None
-    try:
-        result = build(dn_dirs, out, settings=settings, resume=resume, on_progress=bar)
-    except (DumperError, OrderingError, BinlogError) as exc:
-        raise click.ClickException(str(exc)) from None
-    except Exception as exc:
-        from schema_shaper import ShapeError
+    return settings
 
-        if isinstance(exc, ShapeError):
-            raise click.ClickException(str(exc)) from None
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-    _summary(result)
+
+def _set_file_mode(option: str | None, cfg: dict[str, Any]) -> None:
+    """The mode of every file the build creates (``gbinlog.process``), set before the first one (Spark's
+    JVM and its workers inherit it)."""
+    from gbinlog.config import ConfigError
+    from gbinlog.process import DEFAULT_FILE_MODE, parse_file_mode, set_file_mode
+
+    try:
+        mode = parse_file_mode(option, "--file-mode") if option is not None else \
+            parse_file_mode(cfg.get("file_mode", DEFAULT_FILE_MODE), "build.file_mode")
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    set_file_mode(mode)
+
+
+#: ``gbinlog build``'s exit code when the emission rule held transactions back (merger.emission)
+EXIT_HELD = 3
+
+
+def _report_held(held) -> None:
+    click.echo(f"gbinlog build: {held.describe()}; the output ends at a whole transaction below it. Build "
+               "again into the same directory once that DN's binlog is complete (it continues byte for "
+               "byte), or with --cluster-stopped if the cluster has stopped and these are its whole "
+               "binlogs", err=True)
+    sys.exit(EXIT_HELD)
 
 
 def _summary(r) -> None:
@@ -251,6 +297,8 @@ def _spark_build(dn_dirs, out, settings, master, confs) -> None:
         raise
     click.echo(f"built {out} with spark: {getattr(result, 'txns', '?')} transactions, "
                f"{len(getattr(result, 'files', []) or [])} files in {getattr(result, 'seconds', 0):.2f} s")
+    if getattr(result, "held", None) is not None:
+        _report_held(result.held)
 
 
 @click.command("binlogs", cls=OneLineErrors)

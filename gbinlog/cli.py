@@ -46,15 +46,19 @@ def main() -> None:
 @main.command("txns", cls=OneLineErrors)
 @click.argument("dn_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--rows/--no-rows", default=True, help="Count rows (decodes row images) or rows events.")
-def txns_command(dn_dirs: tuple[str, ...], rows: bool) -> None:
+@click.option("--cluster-stopped", is_flag=True,
+              help="The directories hold the DNs' whole binlogs: print past where a DN's input ends.")
+def txns_command(dn_dirs: tuple[str, ...], rows: bool, cluster_stopped: bool) -> None:
     """Print the transactions of DN binlog directories in global commit order (vtso, kind,
-    commit TSO, branches, tables with row counts). Each directory's name is its DN id."""
+    commit TSO, branches, tables with row counts). Each directory's name is its DN id. As the
+    global binlog, it stops where a DN's input ends below the others' (a last '# held back' line
+    says where) unless --cluster-stopped."""
     from pathlib import Path
 
     from binlog.errors import BinlogError
     from extractor import OrderingError, extract, storage_sequences
     from extractor.source import NotADnDirectory, dn_binlog_files
-    from merger import merge
+    from merger import PASSED_ALL, EndsPassing, Membership, merge
 
     dirs = [Path(d) for d in dn_dirs]
     for d in dirs:
@@ -64,13 +68,19 @@ def txns_command(dn_dirs: tuple[str, ...], rows: bool) -> None:
             raise click.ClickException(str(exc)) from None
     seqs = storage_sequences(d.resolve().name for d in dirs)
     kinds: dict[str, int] = {}
+    membership = Membership()
+    streams = [extract(d, storage_seq=seqs[d.resolve().name], complete=cluster_stopped) for d in dirs]
+    if cluster_stopped:
+        streams = [EndsPassing(s, PASSED_ALL) for s in streams]
     try:
-        for g in merge([extract(d, storage_seq=seqs[d.resolve().name]) for d in dirs]):
+        for g in merge(streams, membership=membership):
             kinds[g.kind.value] = kinds.get(g.kind.value, 0) + 1
             click.echo(g.describe(rows=rows))
     except (OrderingError, BinlogError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"# {sum(kinds.values())} txns: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+    if membership.held is not None:
+        click.echo(f"# {membership.held.describe()}")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ relative to the config file's directory. Example::
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import tomllib
 import types
@@ -105,6 +106,8 @@ class UserConfig:
     password: str = ""           # plain, "*HEX" (native) or "$A$005$…" (caching_sha2): MySQL's forms
     admin: bool = False
     auth_plugin: str | None = None   # mysql_native_password | caching_sha2_password; default: the hash's
+    password_file: Path | None = None   # … or the password (any form) read from this file
+    password_env: str | None = None     # … or from this environment variable
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,10 @@ class ServerConfig:
     tls_key: Path | None = None
     tls_generate: bool = False   # make a self-signed pair at tls_cert/tls_key when neither exists
     require_secure_transport: bool = False
+    allow_empty_password: bool = False   # a user with an empty password is refused unless this is set
+    failed_login_threshold: int = 3      # consecutive failed logins of a user from a host before delays; 0 = off
+    failed_login_min_delay: float = 1.0  # the first delay, and its growth per further failure (seconds)
+    failed_login_max_delay: float = 30.0
     max_connections: int = 151
     max_allowed_packet: int = 16 << 20
     net_read_timeout: float = 30.0
@@ -136,6 +143,7 @@ class OutputConfig:
     gtids: bool = True
     expire_logs_seconds: float = 0.0   # purge files older than this (0 = keep); see dumper/server/retention.py
     max_total_size: int = 0            # purge oldest files while the total is above this (0 = no limit)
+    file_mode: str = "0640"            # mode of the files written (directories: + x where r); gbinlog.process
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +318,7 @@ def _check_port(port: int, where: str, allow_zero: bool) -> None:
 
 def validate(cfg: Config) -> None:
     from schema_shaper.filters import FilterError, compile_pattern
+    from schema_shaper.meta_store import mask_url
     for where, patterns in (("filter.include", cfg.filter.include), ("filter.exclude", cfg.filter.exclude)):
         for p in patterns:
             try:
@@ -356,6 +365,8 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"output.server_version: must start with 5. or 8. (the FDE dialect), "
                           f"got {cfg.output.server_version!r}")
     validate_retention(cfg.output)
+    from gbinlog.process import parse_file_mode
+    parse_file_mode(cfg.output.file_mode, "output.file_mode")
     if not 1 <= cfg.source.server_id < 1 << 32:
         raise ConfigError("source.server_id: must be 1..4294967295")
     if cfg.server.server_id == cfg.source.server_id:
@@ -365,12 +376,14 @@ def validate(cfg: Config) -> None:
     if cfg.source.backoff_initial_ms < 1 or cfg.source.backoff_max_ms < cfg.source.backoff_initial_ms:
         raise ConfigError("source: backoff_initial_ms must be ≥ 1 and backoff_max_ms ≥ backoff_initial_ms")
     if cfg.metadb is not None and not re.match(r"^(sqlite|mysql|mariadb)(\+\w+)?://", cfg.metadb):
-        raise ConfigError(f"metadb: expected sqlite:///path or mysql://user:pw@host:port/db, got {cfg.metadb!r}")
+        raise ConfigError(f"metadb: expected sqlite:///path or mysql://user:pw@host:port/db, "
+                          f"got {mask_url(cfg.metadb)!r}")
     validate_ha(cfg)
 
 
 def validate_ha(cfg: Config) -> None:
     """``[ha]``: a member name, a lease of at least 300 ms, and a lease store every member shares."""
+    from schema_shaper.meta_store import mask_url
     ha = cfg.ha
     if not ha.member:
         if ha != HaConfig():
@@ -389,7 +402,7 @@ def validate_ha(cfg: Config) -> None:
         raise ConfigError("ha.store: the members share the lease: give ha.store or metadb (sqlite:///path on one "
                           "host, mysql://… across hosts)")
     if not re.match(r"^(sqlite|mysql|mariadb)(\+\w+)?://", store):
-        raise ConfigError(f"ha.store: expected sqlite:///path or mysql://user:pw@host:port/db, got {store!r}")
+        raise ConfigError(f"ha.store: expected sqlite:///path or mysql://user:pw@host:port/db, got {mask_url(store)!r}")
     if not cfg.server.port and not ha.address:
         raise ConfigError("ha.address: required when server.port is 0 (where replicas reach this member)")
 
@@ -408,10 +421,19 @@ def validate_server(srv: ServerConfig, *, need_users: bool = True) -> None:
             raise ConfigError(f"server.users[{i}].name: {u.name!r} appears twice")
         if u.auth_plugin is not None and u.auth_plugin not in PLUGINS:
             raise ConfigError(f"server.users[{i}].auth_plugin: {u.auth_plugin!r} is not one of {', '.join(PLUGINS)}")
+        password = user_password(u, f"server.users[{i}]")
         try:
-            Credential.from_config(u.password, u.auth_plugin)
+            Credential.from_config(password, u.auth_plugin)
         except AuthConfigError as exc:
             raise ConfigError(f"server.users[{i}].password: {exc}") from None
+        if password == "" and not srv.allow_empty_password:
+            raise ConfigError(f"server.users[{i}] ({u.name}): empty password: refused (set [server] "
+                              "allow_empty_password = true to allow it)")
+    if srv.failed_login_threshold < 0:
+        raise ConfigError(f"server.failed_login_threshold: must be >= 0 (0 = no delay), got {srv.failed_login_threshold}")
+    if not 0 < srv.failed_login_min_delay <= srv.failed_login_max_delay:
+        raise ConfigError("server.failed_login_min_delay: must be > 0 and at most failed_login_max_delay, got "
+                          f"{srv.failed_login_min_delay} and {srv.failed_login_max_delay}")
     if not (srv.version.startswith("5.") or srv.version.startswith("10.")):
         raise ConfigError(f"server.version: must start with 5. (mariadb-binlog rejects others), got {srv.version!r}")
     if not 1 <= srv.server_id < 1 << 32:
@@ -427,6 +449,30 @@ def validate_server(srv: ServerConfig, *, need_users: bool = True) -> None:
             raise ConfigError(f"server.{name}: must be > 0 seconds, got {getattr(srv, name)}")
     if srv.heartbeat_period < 0:
         raise ConfigError(f"server.heartbeat_period: must be >= 0 seconds, got {srv.heartbeat_period}")
+
+
+def user_password(user: UserConfig, where: str) -> str:
+    """The password of ``user`` (any stored form) from ``password``, ``password_file`` (the file's text
+    without its final newline) or ``password_env``; at most one of them may be given."""
+    given = [key for key, value in (("password", user.password), ("password_file", user.password_file),
+                                    ("password_env", user.password_env)) if value]
+    if len(given) > 1:
+        raise ConfigError(f"{where}: give one of password, password_file and password_env, not {' and '.join(given)}")
+    if user.password_file is not None:
+        try:
+            text = user.password_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{where}.password_file: {user.password_file}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{where}.password_file: {user.password_file}: cannot read: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
+        return text.removesuffix("\n").removesuffix("\r")
+    if user.password_env:
+        value = os.environ.get(user.password_env)
+        if value is None:
+            raise ConfigError(f"{where}.password_env: the environment variable {user.password_env} is not set")
+        return value
+    return user.password
 
 
 def validate_retention(out: OutputConfig) -> None:
@@ -494,7 +540,8 @@ def to_toml(cfg: Config) -> str:
     out += ["", "[output]", *table(cfg.output)]
     out += ["", "[server]", *table(cfg.server, ("users",))]
     users = ", ".join("{ " + ", ".join(f"{k} = {value(getattr(u, k))}"
-                                       for k in ("name", "password", "admin", "auth_plugin")
+                                       for k in ("name", "password", "admin", "auth_plugin", "password_file",
+                                                 "password_env")
                                        if k in ("name", "password") or getattr(u, k))
                       + " }" for u in cfg.server.users)
     out.append(f"users = [{users}]")

@@ -41,7 +41,8 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _work(conn, parent: int, directory: str, dn_id: str, storage_seq: str, restart: tuple | None) -> None:
+def _work(conn, parent: int, directory: str, dn_id: str, storage_seq: str, restart: tuple | None,
+          complete: bool) -> None:
     _die_with_parent(parent)
     from extractor import extract
 
@@ -49,7 +50,7 @@ def _work(conn, parent: int, directory: str, dn_id: str, storage_seq: str, resta
         point = RestartPoint(*restart) if restart is not None else None
         kw = {} if point is None else {"start": point.pos, "state": point.vtso_state()}
         batch = []
-        for t in extract(directory, dn_id=dn_id, storage_seq=storage_seq, **kw):
+        for t in extract(directory, dn_id=dn_id, storage_seq=storage_seq, complete=complete, **kw):
             batch.append(encode_txn(t))
             if len(batch) >= BATCH:
                 conn.send_bytes(pickle.dumps(("txns", batch), pickle.HIGHEST_PROTOCOL))
@@ -76,14 +77,14 @@ def _rebuild(error: tuple) -> Exception:
 
 
 def worker_stream(directory: str | os.PathLike, dn_id: str, storage_seq: str,
-                  restart: RestartPoint | None = None) -> Iterator[DnTxn]:
+                  restart: RestartPoint | None = None, complete: bool = False) -> Iterator[DnTxn]:
     """``extract(directory, dn_id=…, storage_seq=…, start/state from restart)`` run in a child
     process; yields the same transactions."""
     decoder = BodyDecoder()
     mp = multiprocessing.get_context("fork")
     recv, send = mp.Pipe(duplex=False)
     proc = mp.Process(target=_work, args=(send, os.getpid(), str(Path(directory)), dn_id, storage_seq,
-                                          tuple(restart) if restart is not None else None),
+                                          tuple(restart) if restart is not None else None, complete),
                       name=f"gbinlog-extract-{dn_id}", daemon=True)
     proc.start()
     send.close()

@@ -24,6 +24,7 @@ read: it is translated to these tables and checked by the same schema; errors na
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,12 @@ from gbinlog.config import (
     _table,
     from_dict,
     read_toml,
+    user_password,
     validate_retention,
     validate_server,
 )
+
+PASSWORD_ENV_PREFIX = "GBINLOG_PASSWORD_"
 
 _LEGACY_SERVER_KEYS = {"host", "port", "server_id", "version", "heartbeat_period"}
 _LEGACY_KEYS = _LEGACY_SERVER_KEYS | {"dir", "users", "admin", "admins", "serve"}
@@ -135,22 +139,69 @@ def _old_name(message: str, names: dict[str, str]) -> str:
     return message
 
 
+def password_env_name(user: str) -> str:
+    """The environment variable ``serve --user NAME`` reads NAME's password from:
+    ``GBINLOG_PASSWORD_`` + the name in upper case, each character other than A-Z, 0-9 and _ as _."""
+    return PASSWORD_ENV_PREFIX + "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
+                                         for c in user.upper())
+
+
+def read_users_file(path: Path) -> list[UserConfig]:
+    """``serve --users-file``: one ``name:password`` per line (the password plain, ``*HEX`` or
+    ``$A$005$…``; everything after the first ``:``); blank lines and lines starting with ``#`` are
+    skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"--users-file {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--users-file {path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    users = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, sep, password = line.partition(":")
+        if not sep or not name:
+            raise ConfigError(f"--users-file {path}: line {number}: expected name:password")
+        users.append(UserConfig(name, password))
+    return users
+
+
+def cli_user(text: str, from_file: set[str]) -> UserConfig | None:
+    """One ``--user``: ``NAME`` (the password from ``GBINLOG_PASSWORD_<NAME>``, or a user of
+    ``--users-file``: None) or the old ``NAME:PASSWORD``."""
+    name, sep, password = text.partition(":")
+    if not name:
+        raise ConfigError(f"--user {name!r}: expected NAME (password from "
+                          f"{PASSWORD_ENV_PREFIX}<NAME> or --users-file)")
+    if sep:
+        return UserConfig(name, password)
+    env = password_env_name(name)
+    if env in os.environ:
+        return UserConfig(name, password_env=env)
+    if name in from_file:
+        return None
+    raise ConfigError(f"--user {name}: no password: set the environment variable {env} or give the user "
+                      "in --users-file")
+
+
 def apply_cli(server: ServerConfig, *, port: int | None = None, host: str | None = None,
               server_id: int | None = None, version: str | None = None, users: tuple[str, ...] = (),
-              admins: tuple[str, ...] = ()) -> ServerConfig:
-    """``serve``'s options over the file's ``[server]`` (options win; --user adds users)."""
+              admins: tuple[str, ...] = (), users_file: Path | None = None) -> ServerConfig:
+    """``serve``'s options over the file's ``[server]`` (options win; --users-file and --user add users,
+    replacing those of the same name)."""
     if port is not None and not 0 <= port <= 65535:
         raise ConfigError(f"--port: must be 0..65535, got {port}")
     if server_id is not None and not 1 <= server_id < 1 << 32:
         raise ConfigError(f"--server-id: must be 1..4294967295, got {server_id}")
     changes: dict[str, Any] = {k: v for k, v in (("port", port), ("host", host), ("server_id", server_id),
                                                  ("version", version)) if v is not None}
+    added = read_users_file(users_file) if users_file is not None else []
+    from_file = {u.name for u in added}
+    added += [u for u in (cli_user(text, from_file) for text in users) if u is not None]
     user_list = list(server.users)
-    for text in users:
-        name, sep, password = text.partition(":")
-        if not sep or not name:
-            raise ConfigError(f"--user {text!r}: expected NAME:PASSWORD")
-        user_list = [u for u in user_list if u.name != name] + [UserConfig(name, password)]
+    for user in added:
+        user_list = [u for u in user_list if u.name != user.name] + [user]
     known = {u.name for u in user_list}
     for name in admins:
         if name not in known:
@@ -160,7 +211,8 @@ def apply_cli(server: ServerConfig, *, port: int | None = None, host: str | None
     srv = dataclasses.replace(server, **changes)
     if not srv.users:
         raise ConfigError("no users configured: the server never accepts anonymous clients "
-                          "(give --user NAME:PASSWORD or server.users in the config)")
+                          "(give --users-file, --user NAME with GBINLOG_PASSWORD_<NAME>, or server.users "
+                          "in the config)")
     validate_server(srv)
     return srv
 
@@ -171,11 +223,13 @@ def endpoint_config(srv: ServerConfig, out: OutputConfig, *, directory: Path | N
     from dumper.server import ServerConfig as EndpointConfig
     return EndpointConfig(
         dir=directory or out.dir, host=srv.host, port=srv.port, server_id=srv.server_id, version=srv.version,
-        users={u.name: u.password for u in srv.users},
+        users={u.name: user_password(u, f"server.users ({u.name})") for u in srv.users},
         user_plugins={u.name: u.auth_plugin for u in srv.users if u.auth_plugin},
         admins=frozenset(u.name for u in srv.users if u.admin),
         tls_cert=srv.tls_cert, tls_key=srv.tls_key, tls_generate=srv.tls_generate,
         require_secure_transport=srv.require_secure_transport, max_connections=srv.max_connections,
+        allow_empty_password=srv.allow_empty_password, failed_login_threshold=srv.failed_login_threshold,
+        failed_login_min_delay=srv.failed_login_min_delay, failed_login_max_delay=srv.failed_login_max_delay,
         max_allowed_packet=srv.max_allowed_packet, net_read_timeout=srv.net_read_timeout,
         wait_timeout=srv.wait_timeout, heartbeat_period=srv.heartbeat_period, write_buffer=srv.write_buffer,
         expire_logs_seconds=out.expire_logs_seconds, max_total_size=out.max_total_size,

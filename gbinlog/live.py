@@ -4,7 +4,9 @@ Wiring only; every rule lives in the stages. One process:
 
 * a ``DnFeed`` per DN (``extractor.live_source.ReplicationSource`` → ``Assembler``, read in the
   pipeline's thread when the merge asks for the DN's next transaction; a followed binlog directory
-  in a thread of its own), from the restart point ``state.json`` keeps for it;
+  in a thread of its own), from the restart point ``state.json`` keeps for it; a fault of a DN's
+  stream (CRC mismatch, ERR 1236, …) marks that DN failed and its feed reads it again from its last
+  restart point after a backoff, while the merge waits for it and the endpoint serves on;
 * the pipeline (``dumper.pipeline.Pipeline``) takes every DN as its own input, as ``gbinlog
   build`` does: its merge joins branches and owns membership (a standby DN's feed starts when a
   ``StorageInstChange`` instruction lists it; a DN it drops leaves), it drops what a restart
@@ -25,7 +27,6 @@ sequences, so vtsos regenerate identically).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -46,10 +47,10 @@ from extractor.vtso import tso_physical_ms, vtso_tso
 from gbinlog.config import Config, DnConfig
 from gbinlog.live_feed import DnFeed, FeedStopped, dn_source
 from gbinlog.metrics import Metrics, health_of
+from gbinlog.output_lock import LOCK_FILE, OutputLock, OutputLockError, lock_output
 
 log = logging.getLogger(__name__)
 STATUS_FILE = "status.json"
-LOCK_FILE = "gbinlog.lock"
 RATE_WINDOW_S = 2.0
 # Appended transactions are written out when the merge is about to wait for a DN; while the DNs
 # never let it wait (catching up) at least this often.
@@ -123,7 +124,7 @@ class LiveRunner:
         self.result: Any = None
         self.error: BaseException | None = None
         self.state: Any = None
-        self._lock_fh: Any = None
+        self._lock: OutputLock | None = None
         self._status_thread: threading.Thread | None = None
         self._last_progress_at = 0.0
         self._rates: dict[str, deque] = {}
@@ -136,7 +137,7 @@ class LiveRunner:
     def start(self) -> None:
         """Start everything, or leave nothing behind: a failed start removes the output directory,
         and lock it created, and keeps the last status of a previous run."""
-        before = {p: p.exists() for p in (self.out, self.out / LOCK_FILE)}
+        before = {p: p.exists() for p in (self.out, self.out / LOCK_FILE, *self._meta_store_files())}
         try:
             self._start()
         except BaseException:
@@ -172,21 +173,9 @@ class LiveRunner:
                 raise RunError(f"DN {dn.id}: binlog directory {dn.dir} does not exist")
         self._check_cluster()
         try:
-            self.out.mkdir(parents=True, exist_ok=True)
-            self._lock_fh = open(self.out / LOCK_FILE, "a+")
-        except OSError as exc:
-            raise RunError(f"output.dir {self.out}: {exc.strerror or exc}") from None
-        try:
-            fcntl.flock(self._lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._lock_fh.close()
-            self._lock_fh = None      # another run's lock: not ours to release or remove
-            raise RunError(f"output.dir {self.out} is in use by another gbinlog run "
-                           f"(pid {self._read_pid()})") from None
-        self._lock_fh.seek(0)
-        self._lock_fh.truncate()
-        self._lock_fh.write(f"{os.getpid()}\n")
-        self._lock_fh.flush()
+            self._lock = lock_output(self.out, "run")
+        except OutputLockError as exc:
+            raise RunError(f"output.dir {exc}") from None
         if cfg.server.port:
             check_port(cfg.server.host, cfg.server.port, "server.port")
         if cfg.metrics.port:
@@ -194,6 +183,7 @@ class LiveRunner:
         self._load_state()
         for dn in self._initial_dns():
             check_dn(dn, cfg.source.connect_timeout_s)
+        self._check_meta_store()
         self._recover()
         if cfg.metrics.port:
             try:
@@ -212,11 +202,25 @@ class LiveRunner:
         self._status_thread = threading.Thread(target=self._status_loop, name="gbinlog-status", daemon=True)
         self._status_thread.start()
 
-    def _read_pid(self) -> str:
+    def _meta_store_location(self) -> str:
+        """The meta store this run uses: the one ``state.json`` recorded, else ``metadb``'s."""
+        from dumper.state import meta_store_location
+        target = self.state.meta_store if self.state is not None else self._settings().meta_store
+        return meta_store_location(self.out, target)
+
+    def _meta_store_files(self) -> list[Path]:
+        """The files of a SQLite meta store (a failed start removes those it made)."""
+        where = self._meta_store_location()
+        return [] if "://" in where else [Path(where + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+
+    def _check_meta_store(self) -> None:
+        """The meta store opens: one that cannot (a server that does not answer, a full disk) stops
+        the start, not the service after it said it runs."""
+        from schema_shaper.meta_store import MetaStore, MetaStoreUnavailable
         try:
-            return (self.out / LOCK_FILE).read_text().strip() or "?"
-        except OSError:
-            return "?"
+            MetaStore.open(self._meta_store_location()).close()
+        except MetaStoreUnavailable as exc:
+            raise RunError(f"metadb {exc}: {exc.advice}") from None
 
     def _load_state(self) -> None:
         from dumper.state import StateError, load_state
@@ -278,13 +282,19 @@ class LiveRunner:
     # -- DN feeds ---------------------------------------------------------------------------------
     def _feed(self, dn: DnConfig, restart: RestartPoint | None, storage_seq: str) -> DnFeed:
         src = self.cfg.source
-        source = dn_source(dn, start_file=restart.file if restart else None,
-                           start_pos=restart.offset if restart else 4,
-                           server_id=src.server_id, backoff_initial=src.backoff_initial_ms / 1000,
-                           backoff_max=src.backoff_max_ms / 1000, connect_timeout=src.connect_timeout_s,
-                           heartbeat_s=min(1.0, self.cfg.heartbeat.stall_ms / 4000))
-        feed = DnFeed(dn.id, source, storage_seq=storage_seq, state=restart.vtso_state() if restart else None,
-                      start=str(restart) if restart else "first file")
+        backoff_initial, backoff_max = src.backoff_initial_ms / 1000, src.backoff_max_ms / 1000
+
+        def source_at(at: RestartPoint | None):
+            """The DN read from ``at`` (None: its first file): at the start, and again after a fault."""
+            return dn_source(dn, start_file=at.file if at else None, start_pos=at.offset if at else 4,
+                             server_id=src.server_id, backoff_initial=backoff_initial, backoff_max=backoff_max,
+                             connect_timeout=src.connect_timeout_s,
+                             heartbeat_s=min(1.0, self.cfg.heartbeat.stall_ms / 4000))
+        # a fault of the DN's stream is the DN's alone: the feed marks it failed and reads it again
+        # (the merge waits for it meanwhile; the endpoint serves what was written)
+        feed = DnFeed(dn.id, source_at(restart), storage_seq=storage_seq, restart=restart,
+                      start=str(restart) if restart else "first file", reopen=source_at,
+                      backoff_initial=backoff_initial, backoff_max=backoff_max)
         self.feeds[dn.id] = feed
         return feed.begin()
 
@@ -352,13 +362,12 @@ class LiveRunner:
             self.endpoint.stop()
             self.endpoint = None
         self.metrics.close()
-        if self._lock_fh is not None:
+        if self._lock is not None:
             try:
-                fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
-                self._lock_fh.close()
+                self._lock.release()
             except OSError:
                 pass
-            self._lock_fh = None
+            self._lock = None
 
     # -- status -------------------------------------------------------------------------------------
     def _status_loop(self) -> None:
@@ -445,6 +454,9 @@ class LiveRunner:
             m.add_to(m.dn_txns, dn, d["txns"])
             m.add_to(m.dn_reconnects, dn, d["reconnects"])
             m.dn_connected.labels(dn).set(1 if d["state"] in ("streaming", "following") else 0)
+            fault = d.get("fault")
+            m.dn_failed.labels(dn).set(0 if d["state"] != "failed" else 2 if fault and fault["persistent"] else 1)
+            m.add_to(m.dn_faults, dn, d.get("faults", 0))
             if d["last_tso_age_ms"] is not None:
                 m.dn_lag.labels(dn).set(d["last_tso_age_ms"])
             m.dn_open.labels(dn).set(d["open_prepares"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from dumper.cluster import dn_server_id
@@ -28,6 +28,9 @@ from extractor import RestartPoint, extract
 from extractor.members import check_dn_dirs
 from extractor.model import DnTxn
 from extractor.source import DirSource, NotADnDirectory, dn_binlog_files
+from gbinlog.output_lock import OutputLockError, locked_output
+from merger import PASSED_ALL, EndsPassing
+from schema_shaper.meta_store import MetaStoreUnavailable
 
 __all__ = ["BuildError", "BuildResult", "DirDn", "DnInput", "Pipeline", "Progress", "Settings", "build",
            "check_output_dir", "run_pipeline"]
@@ -40,9 +43,12 @@ class DirDn:
     """A DN binlog directory (finite: read to its end). The DN id is the directory name."""
 
     def __init__(self, directory: str | os.PathLike, dn_id: str | None = None, *, worker: bool = False,
-                 standby: bool = False) -> None:
+                 standby: bool = False, complete: bool = False) -> None:
         self.directory = Path(directory)
         self.worker = worker
+        # the DN's whole binlog (its cluster stopped): its end passes every vtso (merger.emission),
+        # and a branch still open there is an error
+        self.complete = complete
         self.standby = standby          # a DN that joins later: opened at the instruction that adds it
         if not self.directory.is_dir():
             raise BuildError(f"DN binlog directory {self.directory} does not exist")
@@ -70,15 +76,20 @@ class DirDn:
         if probed is not None and restart is None and not self.worker and probed[0] == storage_seq:
             _, source, txns, seen = probed      # from the start: go on from where the probe stopped
             self.sources.append(source)
-            return itertools.chain(seen, txns)
+            return self._ends(itertools.chain(seen, txns))
         if self.worker:
             from gbinlog.dn_worker import worker_stream
 
-            return worker_stream(self.directory, self.dn_id, storage_seq, restart)
+            return self._ends(worker_stream(self.directory, self.dn_id, storage_seq, restart, self.complete))
         source = DirSource(self.directory, dn_id=self.dn_id, start_file=restart.file if restart else None,
                            start_pos=restart.offset if restart else 4)
         self.sources.append(source)
-        return extract(source, storage_seq=storage_seq, state=restart.vtso_state() if restart else None)
+        return self._ends(extract(source, storage_seq=storage_seq, complete=self.complete,
+                                  state=restart.vtso_state() if restart else None))
+
+    def _ends(self, txns: Iterator[DnTxn]) -> Iterable[DnTxn]:
+        """The DN's stream; a complete DN's end passes every vtso (``merger.emission``)."""
+        return EndsPassing(txns, PASSED_ALL) if self.complete else txns
 
     @property
     def events_read(self) -> int | None:
@@ -93,7 +104,7 @@ class DirDn:
         (the probe reads ~23 transactions a DN at 32 DNs; ~300 at 4 DNs, which would only weigh on
         memory, so those are read again as before)."""
         source = DirSource(self.directory, dn_id=self.dn_id)
-        txns = extract(source, storage_seq=storage_seq)
+        txns = extract(source, storage_seq=storage_seq, complete=self.complete)
         seen: list[DnTxn] = []
         probed = self._probed = (storage_seq, source, txns, seen)
 
@@ -134,8 +145,13 @@ def check_output_dir(out_dir: str | os.PathLike, dns: Sequence[DirDn]) -> None:
 
 def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, settings: Settings | None = None,
           resume: bool = True, on_progress: Callable[[Progress], None] | None = None,
-          should_stop: Callable[[], bool] | None = None) -> BuildResult:
-    """``gbinlog build --engine local``: the global binlog of finite DN binlog directories."""
+          should_stop: Callable[[], bool] | None = None, cluster_stopped: bool = False) -> BuildResult:
+    """``gbinlog build --engine local``: the global binlog of finite DN binlog directories.
+
+    The output stops by the emission rule (``merger.emission``) where a DN's input ends below the
+    others' (``BuildResult.held`` says where); ``cluster_stopped``: the inputs are the DNs' whole
+    binlogs, so their ends pass everything and the tail is written (a branch open at a DN's end is
+    then an error)."""
     if not dn_dirs:
         raise BuildError("no DN directory given")
     missing = [str(d) for d in dn_dirs if not Path(d).is_dir()]
@@ -143,8 +159,15 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
         raise BuildError(f"DN binlog directory {', '.join(missing)} does not exist")
     settings = settings or Settings()
     workers = settings.workers if settings.workers is not None else (os.cpu_count() or 1) > 1
-    dns = [DirDn(d, worker=workers) for d in dn_dirs]
+    dns = [DirDn(d, worker=workers, complete=cluster_stopped) for d in dn_dirs]
     check_output_dir(out_dir, dns)
     if settings.check_cluster:
         check_dn_dirs({d.dn_id: d.directory for d in dns})     # before anything is written
-    return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress, should_stop=should_stop)
+    try:
+        with locked_output(out_dir, "build"):
+            return run_pipeline(dns, out_dir, settings, resume=resume, on_progress=on_progress,
+                                should_stop=should_stop)
+    except OutputLockError as exc:
+        raise BuildError(f"--out {exc}") from None
+    except MetaStoreUnavailable as exc:
+        raise BuildError(f"--meta-store {exc}: {exc.advice}") from None

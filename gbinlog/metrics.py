@@ -8,6 +8,9 @@ runner's status loop. Names::
     gbinlog_dn_txns_total{dn}          transactions the DN's extractor released
     gbinlog_dn_connected{dn}           1 while streaming (a dir DN: 1 while followed)
     gbinlog_dn_reconnects_total{dn}    reconnections after errors
+    gbinlog_dn_failed{dn}              1 while the DN's stream is failed (read again after a backoff),
+                                       2 when the fault is persistent (the same error at one place)
+    gbinlog_dn_faults_total{dn}        faults of the DN's stream (CRC mismatch, ERR 1236, …)
     gbinlog_dn_lag_ms{dn}              now − physical time of the DN's newest released TSO
     gbinlog_dn_open_prepares{dn}       prepared, not yet committed transactions held by the Sorter
     gbinlog_txns_out_total             global transactions consumed (written or not: heartbeats
@@ -55,8 +58,9 @@ STATUS_MAX_AGE_S = 5.0     # a status older than this: the status loop (or the p
 
 def health_of(status: dict | None, now: float | None = None) -> tuple[bool, str]:
     """(healthy, reason) of a runner status document (``LiveRunner.status()`` / ``status.json``):
-    running, the status fresh, no active DN stalled (silent past ``stall_ms``: with heartbeats
-    every 200 ms, a silent DN stops the whole merge), the endpoint listening when configured."""
+    running, the status fresh, no DN failed (its stream errored; it is being read again), no active
+    DN stalled (silent past ``stall_ms``: with heartbeats every 200 ms, a silent DN stops the whole
+    merge), the endpoint listening when configured."""
     if not status:
         return False, "no status yet"
     now = time.time() if now is None else now
@@ -65,6 +69,13 @@ def health_of(status: dict | None, now: float | None = None) -> tuple[bool, str]
     age = now - float(status.get("time") or 0)
     if age > STATUS_MAX_AGE_S:
         return False, f"status is {age:.0f} s old (the service is stuck?)"
+    for d in status.get("dns") or []:
+        if d.get("state") == "failed":
+            # the DN's stream failed and is read again meanwhile (gbinlog.live_feed): the merge
+            # waits for it, and the reason says why and whether it keeps failing at one place
+            error = str(d.get("last_error") or "no error recorded")
+            error = error.removeprefix(f"DN {d['dn']}: ")
+            return False, f"DN {d['dn']} failed: {error}"
     stall_ms = (status.get("heartbeat") or {}).get("stall_ms")
     for d in status.get("dns") or []:
         if d.get("stalled") and d.get("state") not in ("standby", "idle"):
@@ -123,6 +134,9 @@ class Metrics:
         self.dn_connected = Gauge("gbinlog_dn_connected", "1 while the DN is streaming", ["dn"], registry=r)
         self.dn_reconnects = Counter("gbinlog_dn_reconnects", "Reconnections after errors", ["dn"],
                                      registry=r)
+        self.dn_failed = Gauge("gbinlog_dn_failed", "1 while the DN's stream is failed (2: persistent)", ["dn"],
+                               registry=r)
+        self.dn_faults = Counter("gbinlog_dn_faults", "Faults of the DN's stream", ["dn"], registry=r)
         self.dn_lag = Gauge("gbinlog_dn_lag_ms", "Now minus the DN's newest released TSO (ms)", ["dn"],
                             registry=r)
         self.dn_open = Gauge("gbinlog_dn_open_prepares", "Prepared transactions not yet committed", ["dn"],

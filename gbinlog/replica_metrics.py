@@ -7,6 +7,11 @@
     gbinlog_replica_sent_bytes{server_id,user,host}           bytes sent to it since it attached
     gbinlog_replica_send_rate_bytes{server_id,user,host}      bytes/s over the last sample
     gbinlog_replica_seconds_behind_head{server_id,user,host}  how long ago the head passed its position
+
+and the endpoint's login counters (``dumper.server.login_throttle``)::
+
+    gbinlog_failed_logins_total                               refused passwords since start
+    gbinlog_delayed_logins_total                              login attempts delayed after failures
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 _LABELS = ["server_id", "user", "host"]
 _GAUGES = [
@@ -31,21 +36,33 @@ _GAUGES = [
 ]
 
 
+_LOGIN_COUNTERS = [
+    ("gbinlog_failed_logins", "Logins refused for a wrong password or an unknown user", "failed_logins"),
+    ("gbinlog_delayed_logins", "Login attempts delayed after consecutive failures of their user and host",
+     "delayed_logins"),
+]
+
+
 class ReplicaCollector:
     def __init__(self, server: Any) -> None:
         self.server = server
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         rows = self.server.replica_stats()
         for name, doc, value in _GAUGES:
             family = GaugeMetricFamily(name, doc, labels=_LABELS)
             for r in rows:
                 family.add_metric([str(r["server_id"]), r["user"], r["host"]], float(value(r)))
             yield family
+        throttle = self.server.login_throttle
+        for name, doc, attribute in _LOGIN_COUNTERS:
+            yield CounterMetricFamily(name, doc, value=getattr(throttle, attribute))
 
-    def describe(self) -> Iterator[GaugeMetricFamily]:
+    def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         for name, doc, _ in _GAUGES:
             yield GaugeMetricFamily(name, doc, labels=_LABELS)
+        for name, doc, _ in _LOGIN_COUNTERS:
+            yield CounterMetricFamily(name, doc)
 
 
 def register(registry: CollectorRegistry, server: Any) -> ReplicaCollector:

@@ -52,12 +52,16 @@ def run_command(config: str | None, engine: str, master: str | None, confs: tupl
                 trigger: str | None, verbose: int, log_file: Path | None) -> None:
     """Run the live service: read every DN, merge, shape, write and serve the global binlog.
 
-    SIGTERM / SIGINT stop it cleanly (flush, fsync, state.json); after a SIGKILL the next start
+    SIGTERM / SIGINT stop it cleanly (flush, fsync, state.json); SIGHUP reopens --log-file (after
+    logrotate moved it); after a SIGKILL the next start
     recovers and goes on from the restart points."""
     from gbinlog.live import ClusterRefused, LiveRunner, RunError, ShutdownAbort
+    from gbinlog.process import parse_file_mode, reopen_logs_on_sighup, set_file_mode
     from gbinlog.serve_cmd import setup_logging
-    setup_logging(verbose, log_file, "run")
     cfg = _load("run", config)
+    set_file_mode(parse_file_mode(cfg.output.file_mode, "output.file_mode"))   # before anything is created
+    setup_logging(verbose, log_file, "run")
+    reopen_logs_on_sighup()
     if engine == "spark":
         from gbinlog.spark_engine.streaming import SparkLiveRunner
         runner: LiveRunner = SparkLiveRunner(cfg, master=master, conf=list(confs), trigger=trigger)
@@ -97,22 +101,12 @@ def run_command(config: str | None, engine: str, master: str | None, confs: tupl
 
 # -- status ---------------------------------------------------------------------------------------------
 def _alive(out: Path) -> int | None:
-    """The pid of the ``gbinlog run`` holding ``out``'s lock, or None."""
-    import fcntl
-
-    from gbinlog.live import LOCK_FILE
-    path = out / LOCK_FILE
-    if not path.exists():
+    """The pid of the writer holding ``out``'s lock (-1 when it has not written it yet), or None."""
+    from gbinlog.output_lock import lock_holder
+    holder = lock_holder(out)
+    if holder is None:
         return None
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            text = fh.read().strip()
-            return int(text) if text.isdigit() else -1
-        fcntl.flock(fh, fcntl.LOCK_UN)
-    return None
+    return holder.pid if holder.pid is not None else -1
 
 
 def _age(ms: float | None) -> str:

@@ -200,6 +200,9 @@ def merge_loop(m):
         c = PyUnicode_Compare(vtso, last_vtso)
         if c <= 0 and not (held and c == 0):
             raise py._non_monotonic(txn, last)
+        if PyUnicode_Compare(vtso, m.horizon) > 0:
+            m._hold(vtso, rank, txn)     # the emission rule: an ended DN has not passed it
+            return
         last, last_vtso = txn, vtso
         kind = slot(txn, KIND)
         if kind is INSTRUCTION and not held:
@@ -207,7 +210,7 @@ def merge_loop(m):
         # (a txn popped while a group is held has the group's vtso, a TSO one)
         if slot(txn, XID) is None or (not held and not is_tso(vtso)):
             yield one(txn)
-            if (should_stop is not None and should_stop()) or not m._refill(rank):
+            if (should_stop is not None and should_stop()) or not m._refill(rank, None, txn):
                 return
             continue
         if held and (kind is not slot(held[0], KIND) or rank == held_rank):
@@ -222,7 +225,7 @@ def merge_loop(m):
             nxt = next(it, END)
             got = nxt is not IDLE
             if nxt is END:
-                m._ended(rank)
+                m._ended(rank, txn)
             elif got:
                 dn_of[rank] = slot(dn_txn(nxt), DN)
                 heappush(heap, (slot(nxt, VTSO), rank, nxt))
@@ -231,10 +234,12 @@ def merge_loop(m):
                 # one branch per DN: the others' branches of this group are in the heap
                 while heap and (<tuple>heap[0])[0] == vtso:
                     held.append(dn_txn(heappop(heap)[2]))
+                m._one_tso(held)
                 yield join(held)
                 return
-            m._wait(rank)            # not provably whole: wait for the DN after all
+            m._wait(rank, None, txn)     # not provably whole: wait for the DN after all
         if not heap or PyUnicode_Compare((<tuple>heap[0])[0], vtso) != 0:
+            m._one_tso(held)
             yield join(held)
             held = []
             if should_stop is not None and should_stop():

@@ -4,12 +4,14 @@ cluster membership (DNs join and leave at ``StorageInstChange``), a clean stop b
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from binlog.kernel import compiled_twin
 from extractor.model import DnTxn, TxnKind
 from extractor.vtso import vtso_is_tso
-from merger.errors import BranchConflict, NonMonotonicMerge
+from merger.emission import PASSED_ALL, Held, passed_at_end
+from merger.errors import BranchConflict, BranchTsoMismatch, NonMonotonicMerge
 from merger.membership import Membership, storage_change
 from merger.model import GlobalTxn
 from merger.trace_merge import merge_by_trace
@@ -20,6 +22,8 @@ IDLE = object()
 _BROADCAST = (TxnKind.HEARTBEAT, TxnKind.DDL_MARK, TxnKind.INSTRUCTION)
 _DML, _INSTRUCTION = TxnKind.DML, TxnKind.INSTRUCTION
 _END = object()
+#: how many recent TSO transactions the branch consistency check remembers (a few MB)
+BRANCH_TSO_WINDOW = 16_384
 #: ``join(dn_id, vtso)`` → ``(rank, stream)`` of a DN that a ``StorageInstChange`` at ``vtso`` adds
 #: (rank: its place in the DN order, which orders the branches of one transaction), or None.
 Join = Callable[[str, str], "tuple[int, Iterable[DnTxn]] | None"]
@@ -28,7 +32,7 @@ Join = Callable[[str, str], "tuple[int, Iterable[DnTxn]] | None"]
 def merge(streams: Iterable[Iterable[DnTxn]] | Mapping[str, Iterable[DnTxn]], *,
           ranks: Mapping[str, int] | None = None, join: Join | None = None,
           should_stop: Callable[[], bool] | None = None,
-          membership: Membership | None = None) -> Iterator[GlobalTxn]:
+          membership: Membership | None = None, passed: str | None = None) -> Iterator[GlobalTxn]:
     """Merge every DN's ascending-vtso stream into whole transactions in global commit order.
 
     Blocking: a transaction is taken only while every DN stream that has not ended has a head item,
@@ -53,23 +57,38 @@ def merge(streams: Iterable[Iterable[DnTxn]] | Mapping[str, Iterable[DnTxn]], *,
     transaction) ends the merge there; a live stream yields ``IDLE`` when a stop is pending and it
     has nothing newer, and the merge ends at once if the output is at a whole transaction.
 
+    Emission rule (``merger.emission``): a transaction is taken only when every DN still in the
+    cluster has passed its vtso. A DN whose stream ended has passed only its last transaction (or
+    what an ``EndsPassing`` stream says; ``passed``: what every DN had passed where the merge
+    resumes), so the merge stops below the first transaction above that and says why in
+    ``membership.held`` (with the number of transactions held back).
+
     The output vtso is strictly increasing; a decrease (or two different transactions with one
     vtso) raises ``NonMonotonicMerge`` naming the DN, file and offset.
     """
-    return iter(_Merge(streams, ranks, join, should_stop, membership or Membership()))
+    return iter(_Merge(streams, ranks, join, should_stop, membership or Membership(), passed))
 
 
 class _Merge:
     def __init__(self, streams, ranks: Mapping[str, int] | None, join: Join | None,
-                 should_stop: Callable[[], bool] | None, membership: Membership) -> None:
+                 should_stop: Callable[[], bool] | None, membership: Membership, passed: str | None) -> None:
         self.join = join
         self.should_stop = should_stop
         self.m = membership
         self.heap: list[tuple[str, int, DnTxn]] = []
         self.its: dict[int, Iterator] = {}
+        self.sources: dict[int, object] = {}
         self.dn_of: dict[int, str] = {}
         self.leaving: set[int] = set()
         self.idle_start = False
+        # the emission rule's bound: the least vtso an ended DN has passed (PASSED_ALL: none ended)
+        self.horizon = PASSED_ALL
+        self.horizon_of: tuple[str, object] | None = None
+        self.passed = passed
+        self.counting = False               # merging what the rule held back, only to count it
+        # branch consistency: txnId → (vtso, DN, start) of the recent TSO transactions
+        self.tso_of_txn: OrderedDict[int, tuple[str, str, object]] = OrderedDict()
+        membership.head_of = self._head_of
         if isinstance(streams, Mapping):
             streams = [(ranks[dn] if ranks else rank, dn, s) for rank, (dn, s) in enumerate(streams.items())]
         else:
@@ -77,13 +96,15 @@ class _Merge:
         for rank, dn, s in streams:
             if dn is not None:
                 self.dn_of[rank] = dn
+            self.sources[rank] = s
             self.its[rank] = iter(s)
             if not self._refill(rank):
                 self.idle_start = True      # stopped while starting: nothing handed out
 
-    def _refill(self, rank: int, floor: str | None = None) -> bool:
+    def _refill(self, rank: int, floor: str | None = None, last: DnTxn | None = None) -> bool:
         """Wait for DN ``rank``'s next transaction and put it in the heap (nothing when its stream
-        ended or the DN left). False: ``IDLE`` (a stop is pending, the DN has nothing newer)."""
+        ended or the DN left). False: ``IDLE`` (a stop is pending, the DN has nothing newer).
+        ``last``: the DN's transaction just taken (what it passed if its stream ends here)."""
         it = self.its.get(rank)
         if it is None:
             return True
@@ -99,19 +120,73 @@ class _Merge:
             self.dn_of[rank] = txn.dn
             heapq.heappush(self.heap, (txn.vtso, rank, txn))
             return True
-        self._ended(rank)
+        self._ended(rank, last)
         return True
 
-    def _ended(self, rank: int) -> None:
-        """DN ``rank``'s stream ended: not read any more, noted in ``membership.ended``."""
+    def _ended(self, rank: int, last: DnTxn | None = None) -> None:
+        """DN ``rank``'s stream ended: not read any more, noted in ``membership.ended``; what it
+        passed bounds what the merge may still take (``merger.emission.passed_at_end``)."""
         del self.its[rank]
         dn = self.dn_of.get(rank)
         if dn is not None:
             self.m.ended.add(dn)
+        passed = passed_at_end(self.sources.get(rank), last, self.passed)
+        if passed < self.horizon and not self.counting:
+            self.horizon = passed
+            self.horizon_of = (dn or f"#{rank}", (last.end or last.start) if last is not None else None)
 
-    def _wait(self, rank: int, floor: str | None = None) -> None:
+    def _hold(self, vtso: str, rank: int, txn: DnTxn) -> None:
+        """Emission rule: ``txn`` (vtso above what an ended DN passed) is not taken; the merge stops
+        and says why in ``membership.held``."""
+        heapq.heappush(self.heap, (vtso, rank, txn))    # back: counted with the rest
+        dn, at = self.horizon_of
+        self.m.held = Held(dn, self.horizon, at, vtso)
+
+    def _count_held(self) -> int:
+        """The global transactions the merge holds back: the rest merged and counted, not taken.
+        Nothing of it may count as done: the membership it changes is restored, no DN joins."""
+        m = self.m
+        held, joined, left, prejoin, ended = m.held, dict(m.joined), dict(m.left), list(m.prejoin), set(m.ended)
+        self.horizon, self.join, self.should_stop, self.counting = PASSED_ALL, None, None, True
+        try:
+            return sum(1 for _ in self.iterate())
+        finally:
+            m.held = held
+            m.joined.clear()
+            m.joined.update(joined)
+            m.left.clear()
+            m.left.update(left)
+            m.prejoin[:] = prejoin
+            m.ended.clear()
+            m.ended.update(ended)
+
+    def _head_of(self, dn: str) -> DnTxn | None:
+        """DN ``dn``'s transaction the merge holds as its next (None: none, or not merged)."""
+        return next((txn for _, rank, txn in self.heap if self.dn_of.get(rank) == dn), None)
+
+    def _one_tso(self, group: list[DnTxn]) -> None:
+        """Branch consistency: every branch of one distributed transaction carries one commit TSO,
+        so a txnId met again (within the last ``BRANCH_TSO_WINDOW`` TSO transactions) under another
+        vtso is a typed error naming both branches, not a transaction split in two."""
+        first = group[0]
+        seen = self.tso_of_txn
+        before = seen.get(first.txn_id)
+        if before is None:
+            seen[first.txn_id] = (first.vtso, first.dn, first.start)
+            if len(seen) > BRANCH_TSO_WINDOW:
+                seen.popitem(last=False)
+            return
+        vtso, dn, start = before
+        if vtso != first.vtso:
+            raise BranchTsoMismatch(
+                f"distributed transaction {first.txn_id} commits with TSO {first.vtso[:19]} here and with TSO "
+                f"{vtso[:19]} on DN {dn} (its branch begun at {start.file}:{start.offset}): the branches of "
+                "one transaction commit with one TSO; the input is damaged or not one cluster's",
+                dn=first.dn, file=first.start.file, offset=first.start.offset)
+
+    def _wait(self, rank: int, floor: str | None = None, last: DnTxn | None = None) -> None:
         """``_refill`` that waits through ``IDLE`` (the group is not provably whole yet)."""
-        while not self._refill(rank, floor):
+        while not self._refill(rank, floor, last):
             pass
 
     def _membership(self, txn: DnTxn) -> None:
@@ -136,7 +211,9 @@ class _Merge:
             self._wait(rank, floor=txn.vtso)
 
     def __iter__(self) -> Iterator[GlobalTxn]:
-        return merge_loop(self) if merge_loop is not None else self.iterate()
+        yield from merge_loop(self) if merge_loop is not None else self.iterate()
+        if self.m.held is not None:
+            self.m.held.txns = self._count_held()
 
     def iterate(self) -> Iterator[GlobalTxn]:
         """The merge loop (``merger._merge.merge_loop`` is its compiled twin)."""
@@ -152,6 +229,9 @@ class _Merge:
             vtso, rank, txn = heappop(heap)
             if vtso <= last_vtso and not (held and vtso == last_vtso):
                 raise _non_monotonic(txn, last)
+            if vtso > self.horizon:
+                self._hold(vtso, rank, txn)
+                return
             last, last_vtso = txn, vtso
             kind = txn.kind
             if kind is _INSTRUCTION and not held:
@@ -159,7 +239,7 @@ class _Merge:
             # (a txn popped while a group is held has the group's vtso, a TSO one)
             if txn.xid is None or (not held and not vtso_is_tso(vtso)):
                 yield _one(txn)
-                if (should_stop is not None and should_stop()) or not self._refill(rank):
+                if (should_stop is not None and should_stop()) or not self._refill(rank, None, txn):
                     return
                 continue
             # Pops go in (vtso, rank) order (a DN's next transaction is never below the one taken),
@@ -176,7 +256,7 @@ class _Merge:
                 nxt = next(it, _END)
                 got = nxt is not IDLE
                 if nxt is _END:
-                    self._ended(rank)
+                    self._ended(rank, txn)
                 elif got:
                     dn_of[rank] = nxt.dn
                     heappush(heap, (nxt.vtso, rank, nxt))
@@ -185,10 +265,12 @@ class _Merge:
                     # one branch per DN: the others' branches of this group are in the heap
                     while heap and heap[0][0] == vtso:
                         held.append(heappop(heap)[2])
+                    self._one_tso(held)
                     yield _join(held)
                     return
-                self._wait(rank)            # not provably whole: wait for the DN after all
+                self._wait(rank, None, txn)     # not provably whole: wait for the DN after all
             if not heap or heap[0][0] != vtso:
+                self._one_tso(held)
                 yield _join(held)
                 held = []
                 if should_stop is not None and should_stop():

@@ -8,10 +8,12 @@ and left, at which vtso — what ``state.json`` keeps so a restart reads the sam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from extractor.members import instruction_of
 from extractor.model import DnTxn, TxnKind
+from merger.emission import Held
 
 
 @dataclass(slots=True)
@@ -25,6 +27,10 @@ class Membership:
     left: dict[str, str] = field(default_factory=dict)
     prejoin: list[DnTxn] = field(default_factory=list)
     ended: set[str] = field(default_factory=set)
+    #: where the merge stopped by the emission rule (a DN's input ended below the rest), or None
+    held: Held | None = None
+    #: the merge's next transaction of a DN (what it waits behind), for errors that name it
+    head_of: Callable[[str], DnTxn | None] | None = None
 
 
 def storage_change(txn: DnTxn) -> list[str] | None:

@@ -12,6 +12,7 @@ was in after ``upto``.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,49 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 SNAPSHOT = 1
 DDL = 2
+
+# scheme://user:password@…: the password runs to the last "@" (an unencoded "@" or "/" in it must not
+# leave part of it in the clear).
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@]*):(.*)@", re.DOTALL)
+
+
+def mask_url(url: str | os.PathLike) -> str:
+    """``url`` as errors and logs show it: the password replaced by ``***``
+    (``mysql://gb:***@meta:3306/gbinlog_meta``); a URL without a password, or a path, is unchanged."""
+    return _URL_PASSWORD.sub(r"\1:***@", os.fspath(url), count=1)
+
+
+class MetaStoreUnavailable(Exception):
+    """The meta store cannot be opened (a server that does not answer, a full disk, …): ``str()`` is
+    its path or URL (without the password) and the reason, for the caller to prefix with its key."""
+
+    def __init__(self, target: str, exc: BaseException) -> None:
+        self.target = mask_url(target)
+        self.is_url = "://" in target
+        # pymysql's (code, "text") → the text; others as they print
+        args = getattr(exc, "args", ())
+        self.reason = " ".join(str(args[-1] if len(args) == 2 and isinstance(args[0], int) else exc).split())
+        super().__init__(f"{self.target}: {self.reason}")
+
+    @property
+    def advice(self) -> str:
+        """What the operator can do about it."""
+        if self.is_url:
+            return "check the URL, that the server runs and that it takes the user and password"
+        if _free_bytes(Path(self.target).parent) < 1 << 20:
+            return "its file system is full: free space there"
+        return "check that the path can be created and written"
+
+
+def _free_bytes(directory: Path) -> int:
+    """Bytes free for us on the file system of ``directory`` (or of its nearest existing parent)."""
+    for d in (directory, *directory.parents):
+        try:
+            st = os.statvfs(d)
+        except OSError:
+            continue
+        return st.f_bavail * st.f_frsize
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +163,19 @@ class MetaStore:
     # -- opening ----------------------------------------------------------------------------------------
     @classmethod
     def open(cls, target: str | os.PathLike) -> MetaStore:
+        """The store at ``target`` (a path or URL); ``MetaStoreUnavailable`` when it cannot be opened."""
         text = os.fspath(target)
-        if text.startswith(("mysql://", "mariadb://", "mysql+pymysql://")):
-            return cls.open_mysql(text)
-        return cls.open_sqlite(text)
+        mysql = text.startswith(("mysql://", "mariadb://", "mysql+pymysql://"))
+        try:
+            return cls.open_mysql(text) if mysql else cls.open_sqlite(text)
+        except (sqlite3.Error, OSError) as exc:
+            raise MetaStoreUnavailable(text, exc) from exc
+        except Exception as exc:
+            import pymysql
+
+            if isinstance(exc, pymysql.MySQLError):
+                raise MetaStoreUnavailable(text, exc) from exc
+            raise
 
     @classmethod
     def open_sqlite(cls, path: str | os.PathLike) -> MetaStore:

@@ -86,7 +86,7 @@ def test_output_defaults_are_the_batch_builds():
 
 
 def test_defaults_and_round_trip(tmp_path):
-    cfg = load(write(tmp_path, '[output]\ndir = "/o"\n[server]\nusers = [{name = "r"}]\n'
+    cfg = load(write(tmp_path, '[output]\ndir = "/o"\n[server]\nusers = [{name = "r", password = "p"}]\n'
                                 '[[dn]]\nid = "dn0"\ndir = "/d"\n'))
     assert cfg.output.rotate_size == DEFAULT_ROTATE_SIZE == 524288000
     assert cfg.server.port == 3307 and cfg.server.version == "5.7.44-log"
@@ -98,7 +98,7 @@ def test_defaults_and_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    (GOOD.replace('port = 3310', 'prot = 3310'), "server.prot: unknown key (known here: heartbeat_period, host, "),
+    (GOOD.replace('port = 3310', 'prot = 3310'), "server.prot: unknown key (known here: allow_empty_password, failed_login_max_delay, "),
     (GOOD.replace('stall_ms = 3000', 'stall_ms = 3000\nwobble = 1'), "heartbeat.wobble: unknown key"),
     (GOOD + '\n[extra]\nx = 1\n', "extra: unknown key"),
     (GOOD.replace('user = "cdc"\npassword = "pw0"', 'usr = "cdc"'), "dn[0].usr: unknown key"),

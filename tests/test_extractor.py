@@ -6,6 +6,8 @@ import struct
 import threading
 import time
 
+import pytest
+
 from binlog.constants import EventType as E
 from binlog.constants import GcnFlag
 from extractor import DirSource, Pos, Sorter, TxnKind, VtsoState, extract, vtso_for_commit
@@ -62,8 +64,30 @@ def test_sorter_watermark_never_decreases_and_rollback_moves_it():
     s.prewrite("B", "b")
     s.prewrite("R", "r")
     s.rollback("R", "70")
-    s.commit("B", "40")  # a vtso below W: released at once, W stays 70 (from the rollback)
+    s.commit("B", "60")  # below the rollback's 70, which came after B's prepare: W becomes 70
     assert s.release() == ["b"] and s.watermark == "70"
+
+
+def test_a_commit_below_what_was_committed_before_its_prepare_is_a_tso_that_went_back():
+    """A TSO is fetched after the prepare, so it is above every commit written before the prepare:
+    W (which counts only those) can never be above it. Both Sorters, the group path too."""
+    from extractor.errors import TsoWentBack
+    from extractor.sorter import PySorter
+
+    for make in (Sorter, PySorter):
+        s = make()
+        s.prewrite("A", "a")
+        s.commit("A", "50")
+        s.release()
+        s.prewrite("B", "b")
+        with pytest.raises(TsoWentBack, match="goes back below"):
+            s.commit("B", "40")
+        alone = make()
+        alone.prewrite("A", "a")
+        alone.commit("A", f"{TSO1:019d}{'0' * 35}")
+        alone.release()
+        with pytest.raises(TsoWentBack, match="goes back below"):
+            alone.commit_alone(type("T", (), {"txn_id": 1})(), TSO1 - 1, VtsoState())
 
 
 # -- vtso --------------------------------------------------------------------------------------------

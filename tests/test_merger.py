@@ -11,7 +11,7 @@ import pytest
 from binlog import read_events
 from extractor import Block, DnTxn, Pos, TxnKind, extract
 from extractor.assembler import Assembler
-from merger import BranchConflict, NonMonotonicMerge, merge, merge_by_trace
+from merger import PASSED_ALL, BranchConflict, EndsPassing, NonMonotonicMerge, merge, merge_by_trace
 from tests.test_ordering_dn_writer import DnWriter, Stmt, hint, xid_text
 
 TSO = 1_700_000_000_000 << 22
@@ -36,6 +36,11 @@ def txn(dn: str, vtso: str, *blocks: Block, kind: TxnKind = TxnKind.DML, xid: st
         branch: str | None = None, offset: int = 100) -> DnTxn:
     return DnTxn(kind, dn, int(vtso[19:38]), branch or f"{dn}_G", Pos("mysql-bin.000001", offset),
                  xid=xid, vtso=vtso, end=Pos("mysql-bin.000001", offset + 50), blocks=list(blocks))
+
+
+def complete(stream) -> EndsPassing:
+    """A DN's whole binlog (its cluster stopped): its end passes every vtso (merger.emission)."""
+    return EndsPassing(stream, PASSED_ALL)
 
 
 # -- trace merge ---------------------------------------------------------------------------------------
@@ -71,7 +76,7 @@ def test_branches_join_heartbeat_emitted_once_and_locals_are_not_joined():
            txn("dn0", local_vtso(TSO + 20, 6, 1), blk(0, "l"), xid=None)]
     dn1 = [txn("dn1", v1, blk(2, "b")), txn("dn1", hb, kind=TxnKind.HEARTBEAT), txn("dn1", v2, blk(1, "z"))]
     dn2 = [txn("dn2", hb, kind=TxnKind.HEARTBEAT)]
-    out = list(merge([dn0, dn1, dn2]))
+    out = list(merge([complete(dn0), complete(dn1), complete(dn2)]))
     assert [(g.vtso, g.kind, g.dns) for g in out] == [
         (v1, TxnKind.DML, ["dn0", "dn0", "dn1"]),
         (hb, TxnKind.HEARTBEAT, ["dn0", "dn1", "dn2"]),
@@ -97,7 +102,8 @@ def test_merge_blocks_until_every_dn_has_something_newer():
         yield txn("dn1", tso_vtso(TSO + 10, 1))
         yield txn("dn1", tso_vtso(TSO + 40, 4))
 
-    th = threading.Thread(target=lambda: emitted.extend(g.vtso[:19] for g in merge([dn0(), dn1()])))
+    th = threading.Thread(target=lambda: emitted.extend(g.vtso[:19] for g in merge([complete(dn0()),
+                                                                                     complete(dn1())])))
     th.start()
     time.sleep(0.2)
     assert emitted == []

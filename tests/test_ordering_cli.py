@@ -24,9 +24,10 @@ def test_txns_prints_global_order_with_branches_tables_and_rows(tmp_path):
     w1.local([Stmt("g_p00001", "log", rows=[[9, 9]] * 3)])
     w0.close()
     w1.close()
-    res = CliRunner().invoke(main, ["txns", str(w0.dir), str(w1.dir)])
+    res = CliRunner().invoke(main, ["txns", "--cluster-stopped", str(w0.dir), str(w1.dir)])
     assert res.exit_code == 0, res.output
-    assert res.output.splitlines() == [
+    res_full = res.output.splitlines()
+    assert res_full == [
         f"{TSO1:019d}{0xA:019d}{'0' * 16} dml          tso={TSO1} branches=dn0:G_P00000_GROUP,"
         "dn1:G_P00001_GROUP rows: g_p00000.acc=2 g_p00001.acc=1",
         f"{TSO1:019d}{0xA:019d}{1:010d}{storage_sequence('dn1')} dml          tso=- branches=dn1:local "
@@ -35,6 +36,15 @@ def test_txns_prints_global_order_with_branches_tables_and_rows(tmp_path):
         "rows: g_p00000.acc=1",
         "# 3 txns: dml 3",
     ]
+    # without --cluster-stopped, as the global binlog: dn1's input ends at its local transaction
+    # (it passed that vtso only), so B, above it, is held back
+    res = CliRunner().invoke(main, ["txns", str(w0.dir), str(w1.dir)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[:2] == res_full[:2] and lines[2] == "# 2 txns: dml 2"
+    assert lines[3].startswith(f"# held back 1 transaction(s) from vtso {TSO2:019d}{0xB:019d}{'0' * 16} on: "
+                               f"DN dn1's input ends at mysql-bin.000001:"), lines[3]
+    assert lines[3].endswith(f"(it passed vtso {TSO1:019d}{0xA:019d}{1:010d}{storage_sequence('dn1')})")
 
 
 def test_txns_reports_bad_input_with_dn_file_offset(tmp_path):

@@ -15,7 +15,7 @@ from extractor.txn_codec import BodyDecoder
 from extractor.vtso import VtsoState
 from gbinlog.local_engine import build as local_build
 from gbinlog.spark_engine.batch import RangeSettings, dn_specs, plan_build, write_range_files
-from gbinlog.spark_engine.exchange import decode_txns, extract_part, scale_in
+from gbinlog.spark_engine.exchange import decode_txns, dn_ends, extract_part, scale_in
 from gbinlog.spark_engine.ranges import RangeSource
 from gbinlog.spark_engine.reread import scan_part, start_points, write_range_reread
 from gbinlog.spark_engine.speculate import (
@@ -56,6 +56,7 @@ def test_range_writers_equal_the_exchange_through_files(tmp_path, fixture):
         history = _history(parts)
         settings.left = scale_in(parts, settings.dns)
         if exchange == "files":
+            settings.ends = dn_ends(parts)      # as the driver: a DN going on past a range passed it
             attempts = [p["attempt"] for p in parts]
             rows[exchange] = [next(write_range_files(settings, plan, history, attempts, r)) for r in (1, 2)]
         else:

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from schema_shaper.meta_store import mask_url
+
 LEASE_NAME = "dumper"
 DRIFT_MARGIN = 0.05    # the local deadline is 5 % short of the lease: clock rates differ a little
 
@@ -120,7 +122,7 @@ class LeaseStore:
         except LeaseStoreError:
             raise
         except Exception as exc:  # noqa: BLE001 - sqlite3 / pymysql errors alike, one typed error
-            raise LeaseStoreError(f"lease store {text}: {exc}") from None
+            raise LeaseStoreError(f"lease store {mask_url(text)}: {exc}") from None
 
     @classmethod
     def _open_mysql(cls, url: str, clock: Callable[[], int] | None) -> LeaseStore:

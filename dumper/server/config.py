@@ -45,6 +45,12 @@ class ServerConfig:
     tls_key: Path | None = None
     tls_generate: bool = False
     require_secure_transport: bool = False
+    allow_empty_password: bool = False   # a user without a password is refused at start unless this is set
+    # Failed logins (login_throttle.py): past this many consecutive failures of one user from one host,
+    # each further attempt waits min_delay more, at most max_delay; 0 = never delay.
+    failed_login_threshold: int = 3
+    failed_login_min_delay: float = 1.0
+    failed_login_max_delay: float = 30.0
     # Limits (MySQL's names and errors; limits.py).
     max_connections: int = 151
     max_allowed_packet: int = 16 << 20
@@ -64,9 +70,10 @@ class ServerConfig:
     def validate(self) -> ServerConfig:
         if not self.users:
             raise ConfigError("no users configured: the server never accepts anonymous clients "
-                              "(give --user NAME:PASSWORD or [users] in the config)")
+                              "(give --users-file, --user NAME with GBINLOG_PASSWORD_<NAME>, or [users] in the config)")
         if "" in self.users:
             raise ConfigError("a user needs a non-empty name")
+        self._refuse_empty_passwords()
         unknown_admins = self.admins - set(self.users)
         if unknown_admins:
             raise ConfigError(f"admin user(s) not among the users: {', '.join(sorted(unknown_admins))}")
@@ -89,10 +96,22 @@ class ServerConfig:
         for name in ("net_read_timeout", "wait_timeout", "retention_interval", "stats_interval"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        if self.failed_login_threshold < 0 or not 0 < self.failed_login_min_delay <= self.failed_login_max_delay:
+            raise ConfigError("failed_login_threshold must be >= 0 and 0 < failed_login_min_delay <= "
+                              "failed_login_max_delay")
         if self.expire_logs_seconds < 0 or self.max_total_size < 0:
             raise ConfigError("expire_logs_seconds and max_total_size must be >= 0 (0 = off)")
         self.credentials()
         return self
+
+    def _refuse_empty_passwords(self) -> None:
+        """A user anyone can log in as, without a password, only when the operator said so."""
+        if self.allow_empty_password:
+            return
+        for name in sorted(self.users):
+            if self.users[name] == "":
+                raise ConfigError(f"user {name!r} has an empty password: refused (set [server] "
+                                  "allow_empty_password = true to allow it)")
 
     @property
     def uuid(self) -> str:

@@ -12,16 +12,16 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import struct
 
 from dumper.server import protocol as p
+from dumper.server.logtext import session_log
 
 ER_CON_COUNT = 1040
 _HEADER = struct.Struct("<I")
 _READ = 1 << 16
 
-log = logging.getLogger("gbinlog.session")
+log = session_log
 
 
 class PacketTooLarge(Exception):

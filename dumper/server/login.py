@@ -9,18 +9,17 @@ the plugin's exchange → OK/ERR.
 from __future__ import annotations
 
 import asyncio
-import logging
 import secrets
 from typing import TYPE_CHECKING
 
 from dumper.server import auth
 from dumper.server import protocol as p
+from dumper.server.logtext import session_log
 from dumper.server.tls import upgrade
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer, _Connection
 
-session_log = logging.getLogger("gbinlog.session")
 
 ER_SECURE_TRANSPORT_REQUIRED = 3159
 _SCRAMBLE_CHARS = bytes(range(33, 127))
@@ -64,18 +63,21 @@ async def login(server: BinlogServer, conn: _Connection, reader: asyncio.StreamR
     cred = server.credentials.get(resp.user) if resp.user else None
     plugin = cred.plugin if cred is not None else auth.NATIVE
     data = resp.auth
-    if (resp.plugin or auth.NATIVE) != plugin:
-        # e.g. a MySQL 8 client opening with caching_sha2_password for a native user, or the reverse.
-        await _send(conn, p.auth_switch_request(plugin, nonce))
-        data = await _read(server, conn, reader, limit=1024)
-    how = "native"
-    if cred is None:
-        ok = False
-    elif plugin == auth.NATIVE:
-        ok = auth.check_native_scramble(cred.native, nonce, data)
-    else:
-        how = await _caching_sha2(server, conn, reader, resp.user, cred, nonce, data)
-        ok = how is not None
+    # Past a few failures of this user from this host, the check waits its turn and a delay first.
+    async with server.login_throttle.attempt(resp.user, session.host, conn.handshake) as attempt:
+        if (resp.plugin or auth.NATIVE) != plugin:
+            # e.g. a MySQL 8 client opening with caching_sha2_password for a native user, or the reverse.
+            await _send(conn, p.auth_switch_request(plugin, nonce))
+            data = await _read(server, conn, reader, limit=1024)
+        how = "native"
+        if cred is None:
+            ok = False
+        elif plugin == auth.NATIVE:
+            ok = auth.check_native_scramble(cred.native, nonce, data)
+        else:
+            how = await _caching_sha2(server, conn, reader, resp.user, cred, nonce, data)
+            ok = how is not None
+        attempt.ok = ok
     if not ok:
         using = "YES" if data else "NO"
         await _send(conn, p.err_packet(p.ER_ACCESS_DENIED, f"Access denied for user '{resp.user}'@'"

@@ -12,7 +12,6 @@ ERR 1193.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,13 +23,12 @@ from dumper.server.binlogdir import BinlogDirError
 from dumper.server.catalog import CachedCatalog, Catalog
 from dumper.server.gtid_dump import GtidFiles
 from dumper.server.infoschema import INT_COLUMNS, InfoSchemaCache, InfoSchemaError
+from dumper.server.logtext import session_log
 from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
 from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword, filter_rows
 from dumper.server.variables import ARG_FUNCTIONS, FUNCTIONS, system_variables
 from schema_shaper.filters import like_regex
-
-session_log = logging.getLogger("gbinlog.session")
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer

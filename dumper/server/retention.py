@@ -18,15 +18,15 @@ Each purge is logged (``gbinlog.session``, info) with the files, bytes and the r
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dumper.server.binlogdir import BinlogDir, BinlogDirError
+from dumper.server.logtext import session_log
 
-log = logging.getLogger("gbinlog.session")
+log = session_log
 
 
 class RetentionTarget(Protocol):

@@ -25,9 +25,10 @@ from dumper.server import protocol as p
 from dumper.server.auth import CACHING_SHA2, RsaKeys
 from dumper.server.binlogdir import BinlogDir, BinlogDirError
 from dumper.server.config import ConfigError, ServerConfig
-from dumper.server.dump import BinlogDump, DumpError
+from dumper.server.dump import BinlogDump, DumpError, DumpRequest
 from dumper.server.gtid_dump import dump_request
 from dumper.server.login import login, session_log
+from dumper.server.login_throttle import LoginThrottle
 from dumper.server.prepared import STMT_COMMANDS
 from dumper.server.queries import QueryHandler, Session
 from dumper.server.replicas import ReplicaStats
@@ -75,7 +76,7 @@ def _lower_priority() -> None:
 
 
 class _Connection:
-    __slots__ = ("session", "writer", "dump", "seq", "secure", "peer_port")
+    __slots__ = ("session", "writer", "dump", "seq", "secure", "peer_port", "handshake")
 
     def __init__(self, session: Session, writer: asyncio.StreamWriter, peer_port: int = 0) -> None:
         self.session = session
@@ -84,6 +85,7 @@ class _Connection:
         self.seq = 0
         self.secure = False
         self.peer_port = peer_port
+        self.handshake: asyncio.Timeout | None = None   # the login's deadline (a login delay extends it)
 
     def send(self, payloads: list[bytes]) -> None:
         out = []
@@ -102,6 +104,8 @@ class BinlogServer:
         self.queries = QueryHandler(self)
         self.credentials = config.credentials()
         self.sha2_cache: dict[str, bytes] = {}   # caching_sha2 fast auth: user -> SHA256(SHA256(pw))
+        self.login_throttle = LoginThrottle(config.failed_login_threshold, config.failed_login_min_delay,
+                                            config.failed_login_max_delay)
         self._rsa: RsaKeys | None = None
         self.tls_context: ssl.SSLContext | None = None
         if config.tls_cert is not None and config.tls_key is not None:
@@ -262,7 +266,8 @@ class BinlogServer:
                 await limits.refuse_too_many(writer, str(peer[0]))
                 return
             writer.transport.set_write_buffer_limits(high=self.config.write_buffer)
-            ok = await asyncio.wait_for(login(self, conn, reader), self.config.handshake_timeout)
+            async with asyncio.timeout(self.config.handshake_timeout) as conn.handshake:
+                ok = await login(self, conn, reader)
             if ok:
                 self._conns[conn_id] = conn
                 await self._commands(conn, reader)
@@ -366,17 +371,43 @@ class BinlogServer:
                          "user": fields[1].decode("utf-8", "replace"), "port": port}
         return p.ok_packet(status=session.status)
 
+    async def _dump_request(self, conn: _Connection, body: bytes, by_gtid: bool,
+                            gone: asyncio.Future) -> DumpRequest | None:
+        """Where the dump starts (auto-position: the first transaction the client lacks; the first file
+        of an empty directory and an HA follower's catch-up are waited for: gtid_dump); None when the
+        client went away meanwhile or got ERR 1236."""
+        asking = asyncio.ensure_future(dump_request(self, conn, body, by_gtid))
+        try:
+            await asyncio.wait({asking, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not asking.done():
+                asking.cancel()
+                await asyncio.gather(asking, return_exceptions=True)
+        if asking.cancelled():
+            return None
+        try:
+            return asking.result()
+        except DumpError as exc:
+            conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, str(exc))])
+            await conn.writer.drain()
+            return None
+
     async def _dump(self, conn: _Connection, reader: asyncio.StreamReader, body: bytes, by_gtid: bool = False) -> None:
         gate = getattr(self, "dump_gate", None)     # HA: a follower past its lag gate refuses (gbinlog.ha)
         if gate is not None and (refusal := gate()):
             conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, refusal)])
             await conn.writer.drain()
             return
-        try:  # auto-position: the first transaction the client lacks; an HA follower may wait (gtid_dump)
-            request = await dump_request(self, conn, body, by_gtid)
-        except DumpError as exc:
-            conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, str(exc))])
-            await conn.writer.drain()
+        # The client sends nothing during a dump; a read returning means it closed (or quit): stop,
+        # also while the request still waits (for the first file, or for an HA catch-up).
+        gone = asyncio.ensure_future(reader.read(1))
+        try:
+            request = await self._dump_request(conn, body, by_gtid, gone)
+        except BaseException:
+            gone.cancel()
+            raise
+        if request is None:
+            gone.cancel()
             return
         dump = BinlogDump(self, conn.session, conn.writer, request)
         dump.seq = conn.seq
@@ -385,9 +416,7 @@ class BinlogServer:
         session_log.info("dump start conn=%d user=%s from=%s:%d server_id=%d at %s:%d tls=%s", s.conn_id, s.user,
                          s.host, conn.peer_port, request.server_id, request.file, request.position,
                          "yes" if conn.secure else "no")
-        # The client sends nothing during a dump; a read returning means it closed (or quit): stop.
         dump_task = asyncio.ensure_future(dump.run())
-        gone = asyncio.ensure_future(reader.read(1))
         try:
             done, _ = await asyncio.wait({dump_task, gone}, return_when=asyncio.FIRST_COMPLETED)
             if dump_task in done:

@@ -65,6 +65,9 @@ class RangeSettings:
     heartbeat_interval: int
     on_error: str = "raise"
     left: dict[str, str] = field(default_factory=dict)   # scale-in: DN → instruction vtso (exchange.scale_in)
+    # files/shuffle exchanges: each DN's last vtso, so a range's stream of a DN that goes on past the
+    # range's end passes it (the emission rule, merger.emission); reread: the streams say it themselves
+    ends: dict[str, str] | None = None
     # the first range written as final files, as the local writer writes them (``render.FinalFiles``)
     max_file_size: int = 0
     gtids: bool = False
@@ -90,6 +93,7 @@ class BuildResult:
     timings: dict[str, float] = field(default_factory=dict)
     last_mark: tuple[str, int] | None = None
     range_sizes: list[bytes] = field(default_factory=list)   # per range, its transactions' sizes (u32)
+    held: object = None     # a ``merger.Held``: the emission rule stopped the output below a DN's end
 
 
 # -- planning (driver) ----------------------------------------------------------------------------
@@ -326,7 +330,7 @@ def run_ranges(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
 
 def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float]) -> tuple[list[dict], list]:
     from extractor.txn_codec import BodyDecoder
-    from gbinlog.spark_engine.exchange import before_leaving, decode_txns, extract_part, scale_in
+    from gbinlog.spark_engine.exchange import before_leaving, decode_txns, dn_ends, extract_part, scale_in
     from schema_shaper import collect_history
 
     t0 = time.perf_counter()
@@ -335,6 +339,7 @@ def _file_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str
     parts = sc.parallelize(range(n_parts), n_parts).mapPartitions(
         _one_task(partial(extract_part, plan, settings.tmp_dir))).collect()
     settings.left = scale_in(parts, settings.dns)
+    settings.ends = dn_ends(parts)
     attempts = [p["attempt"] for p in sorted(parts, key=lambda p: p["part"])]
     history = collect_history(before_leaving(decode_txns((e for p in parts for e in p["history"]), BodyDecoder()),
                                              settings.left))
@@ -382,7 +387,23 @@ def _ranges(spark, conf: dict[str, str], ranges: int | None) -> int | None:
     return value
 
 
-def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, server_id: int = 1,
+def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, **options: object) -> BuildResult:
+    """``_build``, holding the output directory's lock (``gbinlog.output_lock``, as every writer of an
+    output directory) from before the Spark session starts until the last file is written."""
+    from gbinlog.local_engine import BuildError
+    from gbinlog.output_lock import OutputLockError, locked_output
+    from schema_shaper.meta_store import MetaStoreUnavailable
+
+    try:
+        with locked_output(out_dir, "build"):
+            return _build(dn_dirs, out_dir, **options)
+    except OutputLockError as exc:
+        raise BuildError(f"--out {exc}") from None
+    except MetaStoreUnavailable as exc:
+        raise BuildError(f"--meta-store {exc}: {exc.advice}") from None
+
+
+def _build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, server_id: int = 1,
           server_version: str | None = None, max_file_size: int | None = None,
           heartbeat_interval: int | None = None, meta_store: str = "meta.db", on_error: str = "raise",
           master: str | None = None, conf=None, spark=None, ranges: int | None = None,
@@ -440,6 +461,7 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
                 _absorb(rows, timings)
                 result = finish_files(spark, out, tmp, rows, BuildResult(out), server_id=server_id,
                                       server_version=server_version, max_file_size=max_file_size, gtids=gtids)
+                result.held = held_of(rows)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         except BaseException:
@@ -460,6 +482,24 @@ def build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, s
     result.ranges = len(plan.pkeys)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def held_of(rows: list[dict]) -> object:
+    """Where the emission rule stopped the build (``merger.Held``), from the ranges' rows: the
+    lowest range that held says where; every range from there held its rest back."""
+    from extractor.model import Pos
+    from merger import Held
+
+    held = None
+    for row in sorted(rows, key=lambda r: r["rng"]):
+        found = json.loads(row["info"]).get("held")
+        if found is None:
+            continue
+        if held is None:
+            dn, passed, at, first, _ = found
+            held = Held(dn, passed, Pos(*at) if at else None, first)
+        held.txns += found[4]
+    return held
 
 
 def _following(spark, conf: dict[str, str]) -> bool:

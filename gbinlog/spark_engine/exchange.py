@@ -104,6 +104,14 @@ def extract_part(plan: ReadPlan, tmp_dir: str, index: int) -> Iterator[dict]:
            "instructions": instructions, "last": last, "cpu": time.process_time() - cpu}
 
 
+def dn_ends(parts: list[dict]) -> dict[str, str]:
+    """DN id → the vtso of its last transaction (the extraction wave's ``last`` per partition)."""
+    last: dict[str, str] = {}
+    for p in parts:
+        last[p["dn"]] = max(last.get(p["dn"], ""), p["last"])
+    return last
+
+
 def scale_in(parts: list[dict], dns: list[str]) -> dict[str, str]:
     """DN id → the vtso of the ``StorageInstChange`` instruction it left the cluster at (scale-in),
     as ``merger.merge`` decides it when it reads every DN from its start (``gbinlog build``): a DN

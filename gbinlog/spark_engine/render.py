@@ -131,6 +131,22 @@ class FinalFiles:
                 "file_txns": w.file_txns, "last_marker": w.last_marker, "sid": w.gtid_sid}
 
 
+def range_end(settings, dn: str, stream, hi: str | None):
+    """DN ``dn``'s stream of one range, saying what the DN has passed when it ends (the emission
+    rule, ``merger.emission``): a DN that left the cluster bounds nothing after it left; one whose
+    transactions go on past the range's end ``hi`` passed ``hi`` (known from ``settings.ends``, or
+    said by the stream itself); else its last transaction counts."""
+    from gbinlog.spark_engine.exchange import until
+    from merger import PASSED_ALL, EndsPassing
+
+    if dn in settings.left:
+        return EndsPassing(until(stream, settings.left[dn]), PASSED_ALL)
+    ends = getattr(settings, "ends", None)
+    if hi is not None and ends is not None and ends.get(dn, "") >= hi:
+        return EndsPassing(stream, hi)
+    return stream
+
+
 def render_range(settings, entries: list, rng: int, streams: list[Iterator], membership=None,
                  direct: bool = False, progress=None) -> dict:
     """One output range: the DNs' transactions in it (``streams``, per DN in DN order) → merged,
@@ -146,14 +162,14 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
     from dumper.pipeline import fewer_gc_passes
     from extractor.model import TxnKind
     from extractor.vtso import vtso_timestamp
-    from gbinlog.spark_engine.exchange import until
     from gbinlog.spark_engine.layout import pack_u32
-    from merger import merge
+    from merger import Membership, merge
     from schema_shaper import Shaper
 
     t0 = time.perf_counter()
-    left = settings.left
-    streams = [until(s, left[dn]) if dn in left else s for dn, s in zip(settings.dns, streams, strict=False)]
+    membership = membership if membership is not None else Membership()
+    hi = settings.bounds[rng] if rng < len(settings.bounds) else None
+    streams = [range_end(settings, dn, s, hi) for dn, s in zip(settings.dns, streams, strict=False)]
     upto = settings.bounds[rng - 1] if rng > 0 else "0" * 54
     shaper = Shaper.from_history(entries, upto, on_error=settings.on_error)
     # a followed range's file is named by the follow's job token (one attempt there, batch._following)
@@ -197,6 +213,9 @@ def render_range(settings, entries: list, rng: int, streams: list[Iterator], mem
     finally:
         placed = sink.close(ok)
     info = {"points": points, "last_of": last_of, "broadcasts": broadcasts}
+    held = membership.held
+    if held is not None:    # the emission rule stopped this range (merger.emission)
+        info["held"] = [held.dn, held.passed, list(held.at) if held.at else None, held.first_held, held.txns]
     return {"rng": rng, "txns": txns, "written": len(sizes), "events": sink.events, "size": sink.pos,
             "first_ts": stamps[0] if stamps else -1, "last_ts": stamps[-1] if stamps else -1,
             "last_vtso": last_vtso, "last_written_vtso": last_written, "first_written_vtso": first_written,

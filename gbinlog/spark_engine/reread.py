@@ -40,6 +40,7 @@ from itertools import dropwhile, takewhile
 from gbinlog.spark_engine.errors import in_task
 from gbinlog.spark_engine.exchange import HISTORY_KINDS, history_entry
 from gbinlog.spark_engine.plan import ReadPlan, dn_txns, part_txns
+from merger import EndsPassing
 
 log = logging.getLogger(__name__)
 DONE = "done"   # a DN whose transactions all lie below a range: it gives that range nothing
@@ -115,14 +116,27 @@ def _extract_from(plan: ReadPlan, dn_idx: int, start) -> Iterator:
     return dn_txns(plan.dns[dn_idx], start[:2] if start else None, None, start[2:] if start else None)
 
 
-def range_stream(plan: ReadPlan, dn_idx: int, start, lo: str | None, hi: str | None) -> Iterator:
+def range_stream(plan: ReadPlan, dn_idx: int, start, lo: str | None, hi: str | None) -> EndsPassing:
     """The transactions of DN ``dn_idx`` in ``[lo, hi)``, extracted from ``start``
-    (``start_points``)."""
-    txns = _extract_from(plan, dn_idx, start)
+    (``start_points``). Once a transaction at or above ``hi`` ends it, the stream says the DN passed
+    ``hi`` (the emission rule, ``merger.emission``); a DN whose input ends inside the range passed
+    only its last transaction."""
+    stream = EndsPassing((), None)
+    stream.stream = _in_range(_extract_from(plan, dn_idx, start), lo, hi, stream)
+    return stream
+
+
+def _in_range(txns: Iterator, lo: str | None, hi: str | None, stream: EndsPassing) -> Iterator:
+    def below_hi(t) -> bool:
+        if t.vtso < hi:
+            return True
+        stream.passed = hi
+        return False
+
     try:
         # dropwhile tests only up to the first transaction in range, then hands the rest on in C
         rest = dropwhile(lambda t: t.vtso < lo, txns) if lo is not None else txns
-        yield from rest if hi is None else takewhile(lambda t: t.vtso < hi, rest)
+        yield from rest if hi is None else takewhile(below_hi, rest)
     finally:
         close = getattr(txns, "close", None)
         if close is not None:
@@ -183,8 +197,10 @@ def _write_range(settings, plan: ReadPlan, history, starts, rng: int, progress) 
         lead_cpu = time.process_time() - cpu
         reach: list = [DONE] * n
         changes: list[list] = []
-        streams = [watch(_extract_from(plan, i, mine[i]), lo, hi, mine[i], i, reach, captured[i], changes)
-                   for i in range(n)]
+        streams = [EndsPassing((), None) for _ in range(n)]
+        for i, stream in enumerate(streams):
+            stream.stream = watch(_extract_from(plan, i, mine[i]), lo, hi, mine[i], i, reach, captured[i],
+                                  changes, stream)
     else:
         streams = [range_stream(plan, i, starts[i][rng], lo, hi) for i in range(n)]
     membership = None

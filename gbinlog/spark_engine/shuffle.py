@@ -94,7 +94,7 @@ def shuffled_scale_in(df, dns: list[str]) -> dict[str, str]:
 
     from extractor.txn_codec import BodyDecoder
     from gbinlog.spark_engine.arrow_codec import decode_batch
-    from gbinlog.spark_engine.exchange import scale_in
+    from gbinlog.spark_engine.exchange import dn_ends, scale_in
     from merger.membership import storage_change
 
     found: dict[str, list] = {}
@@ -102,7 +102,8 @@ def shuffled_scale_in(df, dns: list[str]) -> dict[str, str]:
         if (storage := storage_change(t)) is not None:
             found.setdefault(t.dn, []).append([t.vtso, storage])
     lasts = df.groupBy("dn").agg(F.max("vtso").alias("last")).collect()
-    return scale_in([{"dn": r["dn"], "last": r["last"], "instructions": found.get(r["dn"], [])} for r in lasts], dns)
+    parts = [{"dn": r["dn"], "last": r["last"], "instructions": found.get(r["dn"], [])} for r in lasts]
+    return scale_in(parts, dns), dn_ends(parts)
 
 
 def shuffle_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[str, float]) -> tuple[list[dict], list]:
@@ -111,7 +112,7 @@ def shuffle_jobs(spark, plan: ReadPlan, settings: RangeSettings, timings: dict[s
     t0 = time.perf_counter()
     shuffled = _read(spark, plan).repartition(len(plan.pkeys), "pkey").persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        settings.left = shuffled_scale_in(shuffled, settings.dns)
+        settings.left, settings.ends = shuffled_scale_in(shuffled, settings.dns)
         history = collect_schema_history(shuffled, settings.left)
         timings["extract+history"] = time.perf_counter() - t0
         bc = spark.sparkContext.broadcast(history)

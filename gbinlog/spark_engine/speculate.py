@@ -163,10 +163,12 @@ def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
 
 
 def watch(txns: Iterator, lo: str | None, hi: str | None, start, dn_idx: int, reach: list,
-          history: list, changes: list) -> Iterator:
+          history: list, changes: list, ends=None) -> Iterator:
     """``txns`` (a DN read from ``start``) in ``[lo, hi)``; meanwhile ``reach[dn_idx]`` gets the
     scan's start point for ``hi`` (``newest_point_below``), ``history`` the encoded history
-    transactions and ``changes`` the storage changes among those yielded."""
+    transactions and ``changes`` the storage changes among those yielded. ``ends`` (a
+    ``merger.EndsPassing``) is told the DN passed ``hi`` when a transaction at or above it ends
+    the stream (the emission rule)."""
     from extractor.model import TxnKind
     from merger.membership import storage_change
 
@@ -178,6 +180,8 @@ def watch(txns: Iterator, lo: str | None, hi: str | None, start, dn_idx: int, re
             v = t.vtso
             if hi is not None and v >= hi:
                 reach[dn_idx] = point
+                if ends is not None:
+                    ends.passed = hi
                 return
             if t.restart is not None:
                 point = list(t.restart)
