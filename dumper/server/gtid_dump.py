@@ -103,6 +103,7 @@ class GtidFiles:
                 if tail is not None:  # start from the last whole transaction, not the file's start
                     self._scan = (name, tail[2], tail[0], tail[1], tail[2])
             _, end, sid, last, txn_end = self._scan
+            pending = None      # the gno of a transaction whose CTS marker (its end) is not read yet
             with open(path, "rb") as fh:
                 for pos, type_code, ev_size in _events(fh, end, size):
                     if type_code == GTID:
@@ -110,15 +111,19 @@ class GtidFiles:
                         body = fh.read(24)
                         if len(body) == 24:
                             sid = body[:16]
-                            last = struct.unpack_from("<q", body, 16)[0]
+                            pending = struct.unpack_from("<q", body, 16)[0]
                     elif type_code in (FDE, PREVIOUS_GTIDS) and pos < 256:
                         txn_end = pos + ev_size
                     elif type_code == ROWS_QUERY:
                         fh.seek(pos + 19)
                         if fh.read(6) == b"\x01CTS::":
                             txn_end = pos + ev_size
-                    end = pos + ev_size
-            self._scan = (name, end, sid, last, txn_end)
+                            if pending is not None:
+                                last, pending = pending, None
+            # A transaction counts as executed at its end, not at its GTID event: a file read while a
+            # transaction is half written must not say it is there (a client holding it would be
+            # served it again from the end of the one before). The next scan starts at that end.
+            self._scan = (name, txn_end, sid, last, txn_end)
             return sid, last, txn_end
 
     def purged(self, files: list[str]) -> tuple[bytes | None, int]:
