@@ -25,6 +25,7 @@ from tests.test_server_support import (
     header,
     replica_checksums,
     slave_status,
+    start_serve_process,
     truth_checksums,
     wait_caught_up,
     write_sample_binlog,
@@ -37,15 +38,7 @@ HEARTBEAT_TYPE = 27
 
 
 def start_serve(directory: Path, *extra: str) -> tuple[subprocess.Popen, int]:
-    env = dict(os.environ, GBINLOG_PASSWORD_REPL=PASSWORD)
-    proc = subprocess.Popen([EXE, "serve", "--dir", str(directory), "--port", "0", "--user", USER, *extra],
-                            stderr=subprocess.PIPE, text=True, env=env)
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    while line and "listening on" not in line:
-        line = proc.stderr.readline()
-    assert "listening on" in line, line
-    return proc, int(line.rsplit(":", 1)[1])
+    return start_serve_process(directory, USER, PASSWORD, *extra)
 
 
 def stop(proc: subprocess.Popen) -> str:

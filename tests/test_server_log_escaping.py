@@ -3,35 +3,30 @@ newline cannot forge a line of ``--log-file``, and an escape sequence never reac
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from dumper.server.logtext import printable
-from tests.test_server_support import ADMIN, ADMIN_PASSWORD, RawClient, ServerError, write_sample_binlog
+from tests.test_server_support import (
+    ADMIN,
+    ADMIN_PASSWORD,
+    RawClient,
+    ServerError,
+    start_serve_process,
+    write_sample_binlog,
+)
 
-EXE = os.path.join(os.path.dirname(sys.executable), "gbinlog")
 FORGED = "2030-01-01 00:00:00,000 INFO gbinlog.session: login ok user=root from=10.9.9.9:1 conn=1"
 CLEAR_SCREEN = "\x1b[2J\x1b[H"
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ [\w.]+: ")
 
 
 def start_serve(directory: Path, log_file: Path) -> tuple[subprocess.Popen, int]:
-    env = dict(os.environ, GBINLOG_PASSWORD_BOSS=ADMIN_PASSWORD)
-    proc = subprocess.Popen([EXE, "serve", "--dir", str(directory), "--port", "0", "--user", ADMIN,
-                             "--admin", ADMIN, "--log-file", str(log_file)],
-                            stderr=subprocess.PIPE, text=True, env=env)
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    while line and "listening on" not in line:
-        line = proc.stderr.readline()
-    assert "listening on" in line, line
-    return proc, int(line.rsplit(":", 1)[1])
+    return start_serve_process(directory, ADMIN, ADMIN_PASSWORD, "--admin", ADMIN, "--log-file", str(log_file))
 
 
 def test_printable_escapes_controls_separators_and_backslashes_only():

@@ -4,8 +4,11 @@ byte it receives, a binlog written with BinlogWriter whose row values are known,
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 import struct
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -365,3 +368,18 @@ def truth_checksums(server, truth: dict) -> dict[str, tuple[int, int]]:
 def replica_checksums(server, truth: dict) -> dict[str, tuple[int, int]]:
     return {key: checksum_of(server, t["db"], t["table"], [c["name"] for c in t["columns"]])
             for key, t in sorted(truth["tables"].items())}
+
+
+def start_serve_process(directory: Path, user: str, password: str, *extra: str) -> tuple[subprocess.Popen, int]:
+    """``gbinlog serve`` of ``directory`` on a free port, ``user`` with ``password`` from the
+    environment (never the command line); returns once it listens, with its port."""
+    exe = os.path.join(os.path.dirname(sys.executable), "gbinlog")
+    env = dict(os.environ, **{f"GBINLOG_PASSWORD_{user.upper()}": password})
+    proc = subprocess.Popen([exe, "serve", "--dir", str(directory), "--port", "0", "--user", user, *extra],
+                            stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    while line and "listening on" not in line:
+        line = proc.stderr.readline()
+    assert "listening on" in line, line
+    return proc, int(line.rsplit(":", 1)[1])

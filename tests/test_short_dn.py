@@ -80,6 +80,16 @@ def cluster(tmp_path_factory) -> dict[str, Path]:
     return {"full": full, "ref": ref, "base": base}
 
 
+def finish_with_the_rest(cluster: dict[str, Path], cut: Path, gone: list[str], out: Path) -> None:
+    """dn1's missing files arrive; the same build into ``out`` ends with the complete build's bytes."""
+    for name in gone:
+        shutil.copy2(cluster["full"] / "dn1" / name, cut / "dn1" / name)
+    shutil.copy2(cluster["full"] / "dn1" / "mysql-bin.index", cut / "dn1" / "mysql-bin.index")
+    r = build(cut, out)
+    assert r.returncode == 0, r.stderr
+    assert [p.read_bytes() for p in binlog_files(out)] == [p.read_bytes() for p in binlog_files(cluster["ref"])]
+
+
 def assert_prefix_of(out: Path, ref: Path) -> None:
     """``out``'s files are a byte prefix of ``ref``'s: every file but the last equal, the last a
     prefix of the file of the same name."""
@@ -111,12 +121,7 @@ def test_a_short_dn_holds_the_output_at_its_end_and_the_grown_input_continues_it
     assert written[-1] <= passed < first_held and complete[len(written)] >= first_held
     assert held > 0
     # dn1's files arrive: the same command continues to the complete build's bytes
-    for name in gone:
-        shutil.copy2(cluster["full"] / "dn1" / name, cut / "dn1" / name)
-    shutil.copy2(cluster["full"] / "dn1" / "mysql-bin.index", cut / "dn1" / "mysql-bin.index")
-    r = build(cut, out)
-    assert r.returncode == 0, r.stderr
-    assert [p.read_bytes() for p in binlog_files(out)] == [p.read_bytes() for p in binlog_files(cluster["ref"])]
+    finish_with_the_rest(cluster, cut, gone, out)
     assert (out / "binlog.index").read_text() == (cluster["ref"] / "binlog.index").read_text()
     state, ref_state = (json.loads((d / "state.json").read_text()) for d in (out, cluster["ref"]))
     assert state == ref_state
@@ -216,9 +221,4 @@ def test_a_run_stopped_while_dn1_lags_then_finished_by_build_is_one_build(cluste
     # once the DN it came from has a newer transaction, and dn1 has none yet
     got = cts_markers(out)
     assert got == cts_markers(held)[:len(got)] and expected - 5 <= len(got) <= expected
-    for name in gone:
-        shutil.copy2(cluster["full"] / "dn1" / name, cut / "dn1" / name)
-    shutil.copy2(cluster["full"] / "dn1" / "mysql-bin.index", cut / "dn1" / "mysql-bin.index")
-    r = build(cut, out)
-    assert r.returncode == 0, r.stderr
-    assert [p.read_bytes() for p in binlog_files(out)] == [p.read_bytes() for p in binlog_files(cluster["ref"])]
+    finish_with_the_rest(cluster, cut, gone, out)
