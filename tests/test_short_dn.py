@@ -166,14 +166,14 @@ def test_cluster_stopped_writes_the_tail_of_whole_binlogs_and_refuses_an_open_br
 
 @pytest.mark.slow
 def test_spark_holds_where_the_local_engine_holds(cluster, tmp_path):
-    """``--engine spark``, 2 and 3 output ranges: the short DN ends inside one range; that range
-    stops where the local build stops and the ranges above write nothing."""
+    """``--engine spark``, 3 output ranges: the short DN ends inside one range; that range stops
+    where the local build stops and the ranges above write nothing."""
     cut = tmp_path / "cut"
     cut_dn1(cluster["full"], cut)
     local = tmp_path / "local"
     r = build(cut, local)
     assert r.returncode == EXIT_HELD, r.stderr
-    for ranges in (2, 3):
+    for ranges in (3,):     # the short DN ends inside a middle range; the one above holds at once
         out = tmp_path / f"spark{ranges}"
         r = build(cut, out, "--engine=spark", "--master=local[2]", f"--conf=spark.gbinlog.ranges={ranges}")
         assert r.returncode == EXIT_HELD, r.stdout + r.stderr
