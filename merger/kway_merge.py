@@ -4,7 +4,7 @@ cluster membership (DNs join and leave at ``StorageInstChange``), a clean stop b
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from binlog.kernel import compiled_twin
@@ -22,8 +22,8 @@ IDLE = object()
 _BROADCAST = (TxnKind.HEARTBEAT, TxnKind.DDL_MARK, TxnKind.INSTRUCTION)
 _DML, _INSTRUCTION = TxnKind.DML, TxnKind.INSTRUCTION
 _END = object()
-#: how many recent TSO transactions the branch consistency check remembers (a few MB)
-BRANCH_TSO_WINDOW = 16_384
+#: how many recent TSO transactions the branch consistency check remembers (about 1 MB)
+BRANCH_TSO_WINDOW = 4096
 #: ``join(dn_id, vtso)`` → ``(rank, stream)`` of a DN that a ``StorageInstChange`` at ``vtso`` adds
 #: (rank: its place in the DN order, which orders the branches of one transaction), or None.
 Join = Callable[[str, str], "tuple[int, Iterable[DnTxn]] | None"]
@@ -87,7 +87,8 @@ class _Merge:
         self.passed = passed
         self.counting = False               # merging what the rule held back, only to count it
         # branch consistency: txnId → (vtso, DN, start) of the recent TSO transactions
-        self.tso_of_txn: OrderedDict[int, tuple[str, str, object]] = OrderedDict()
+        self.tso_of_txn: dict[int, tuple[str, str, object]] = {}
+        self.tso_order: deque[int] = deque()
         membership.head_of = self._head_of
         if isinstance(streams, Mapping):
             streams = [(ranks[dn] if ranks else rank, dn, s) for rank, (dn, s) in enumerate(streams.items())]
@@ -169,12 +170,15 @@ class _Merge:
         so a txnId met again (within the last ``BRANCH_TSO_WINDOW`` TSO transactions) under another
         vtso is a typed error naming both branches, not a transaction split in two."""
         first = group[0]
+        txn_id = first.txn_id
         seen = self.tso_of_txn
-        before = seen.get(first.txn_id)
+        before = seen.get(txn_id)
         if before is None:
-            seen[first.txn_id] = (first.vtso, first.dn, first.start)
-            if len(seen) > BRANCH_TSO_WINDOW:
-                seen.popitem(last=False)
+            seen[txn_id] = (first.vtso, first.dn, first.start)    # not the branch: its rows would stay
+            order = self.tso_order
+            order.append(txn_id)
+            if len(order) > BRANCH_TSO_WINDOW:
+                del seen[order.popleft()]
             return
         vtso, dn, start = before
         if vtso != first.vtso:
