@@ -567,14 +567,11 @@ def write_meta_and_state(out: Path, rows: list[dict], dns: Sequence[DnSpec], ser
                          settings: dict) -> None:
     """The meta store (the history entries the shaper applied, as the local engine stores them) and
     ``state.json`` (what a later ``--engine local`` resume or ``gbinlog run`` continues from)."""
-    from dumper.state import BinlogMark, State, save_state
+    from dumper.state import BinlogMark, State, meta_store_location, save_state
     from extractor.model import RestartPoint
     from schema_shaper import MetaStore, ShapeError, Shaper
 
-    path = meta_store.removeprefix("sqlite://") if meta_store.startswith("sqlite:///") else meta_store
-    if "://" not in path and not os.path.isabs(path):
-        path = str(out / path)
-    store = MetaStore.open(path)
+    store = MetaStore.open(meta_store_location(out, meta_store))
     try:
         shaper = Shaper(store=store, on_error=on_error)
         for entry in history:
