@@ -9,6 +9,7 @@ endpoint with ``CHANGE MASTER TO`` and starts replication.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -27,8 +28,27 @@ def mariadb_available() -> bool:
     return bool(find_binary("mariadbd") and find_binary("mariadb-install-db"))
 
 
+# Ports below Linux's default ephemeral range (32768-60999): an outgoing connection can take an
+# ephemeral port between the moment it is found free and the moment its server binds it.
+_LISTEN_PORTS = range(20000, 32768)
+_handed_out: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
+    """A port nothing listens on now, outside the ephemeral range, never handed out before by this
+    process (several servers configured at once each get their own)."""
+    for _ in range(500):
+        port = random.choice(_LISTEN_PORTS)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    with socket.socket() as s:   # a crowded range: whatever the kernel gives
         s.bind((host, 0))
         return s.getsockname()[1]
 

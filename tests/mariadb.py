@@ -10,7 +10,6 @@ import atexit
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,9 +28,8 @@ def _binary(name: str) -> str:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from gbinlog.replica import free_port
+    return free_port()
 
 
 def _template_datadir() -> Path:

@@ -73,11 +73,8 @@ def global_fp(g) -> tuple:
 
 
 def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from gbinlog.replica import free_port as free
+    return free()
 
 
 class StandaloneCluster:

@@ -198,10 +198,8 @@ def test_run_failed_start_leaves_nothing_and_keeps_the_last_good_status(tmp_path
     one_line(r, 2, "server.port")
     assert not out.exists()
     # after a good run: a failed start keeps its status.json and adds nothing
-    free = socket.socket()
-    free.bind(("127.0.0.1", 0))
-    port = free.getsockname()[1]
-    free.close()
+    from gbinlog.replica import free_port
+    port = free_port()
     proc = subprocess.Popen([*GBINLOG, "run", "--config", str(_config(tmp_path, out, port))], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -102,10 +102,8 @@ def test_build_with_exclude_drops_rows_and_ddl_and_keeps_the_rest(tmp_path):
 
 
 def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from gbinlog.replica import free_port as free
+    return free()
 
 
 @pytest.mark.slow

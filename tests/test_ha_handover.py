@@ -23,7 +23,14 @@ import pytest
 
 from gbinlog.replica import free_port
 from tests.mariadb import MariaDB
-from tests.test_ha_run import assert_same_files, batch_build_files, files_of, position, role_of
+from tests.test_ha_run import (
+    assert_same_files,
+    batch_build_files,
+    files_of,
+    position,
+    role_of,
+    wait_for_roles,
+)
 from tests.test_live_support import (
     ROOT,
     Cluster,
@@ -98,7 +105,7 @@ def test_step_down_and_store_outage(tmp_path):
         def epoch() -> int:
             return int(meta.query("SELECT epoch FROM gbinlog_ha.gbinlog_ha_lease")[0][0])
 
-        wait_for(lambda: all(role_of(m["metrics"]) is not None for m in members.values()), 60, "every member")
+        wait_for_roles([(m["svc"], m["metrics"]) for m in members.values()])
         first = wait_for(lambda: (lambda ls: ls[0] if len(ls) == 1 else None)(leaders()), 10, "a leader")
         wait_for(lambda: first_file_listed(members[first]["out"]), 20, "the first file")
         attach(replica, members[first]["port"])

@@ -18,7 +18,7 @@ from pymysqlreplication.event import GtidEvent
 
 from gbinlog.replica import free_port
 from tests.mariadb import MariaDB
-from tests.test_ha_run import role_of
+from tests.test_ha_run import role_of, wait_for_roles
 from tests.test_live_support import REPL_PASSWORD, REPL_USER, Cluster, Service, wait_for, write_config
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ def test_follower_stopped_30s_refuses_then_serves_again(tmp_path):
             m["svc"] = Service(cfg, tmp_path / f"{name}.log")
             m["svc"].start()
             members[name] = m
-        wait_for(lambda: all(role_of(m["metrics"]) is not None for m in members.values()), 60, "every member")
+        wait_for_roles([(m["svc"], m["metrics"]) for m in members.values()])
         leader = wait_for(lambda: (lambda ls: ls[0] if len(ls) == 1 else None)(
             [n for n in MEMBERS if role_of(members[n]["metrics"]) == 1]), 10, "a leader")
         follower = next(n for n in MEMBERS if n != leader)

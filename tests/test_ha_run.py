@@ -60,6 +60,23 @@ def role_of(metrics_port: int) -> int | None:
     return int(float(m[1])) if m else None
 
 
+def wait_for_roles(members: list[tuple[Service, int]], timeout: float = 90) -> None:
+    """Every member answers /metrics with its HA role. A member that exited fails at once, and a
+    timeout names the members still silent, each with its log's tail: the log says why."""
+    deadline = time.monotonic() + timeout
+    while True:
+        dead = [svc for svc, _ in members if not svc.alive()]
+        assert not dead, "\n".join(f"{svc.log}: exited {svc.proc.returncode}\n{svc.log_text()[-2000:]}"
+                                    for svc in dead)
+        silent = [(svc, port) for svc, port in members if role_of(port) is None]
+        if not silent:
+            return
+        assert time.monotonic() < deadline, "\n".join(
+            f"{svc.log}: no role on /metrics port {port} after {timeout} s\n{svc.log_text()[-2000:]}"
+            for svc, port in silent)
+        time.sleep(0.05)
+
+
 def status_of(cfg) -> tuple[int, str, dict]:
     p = subprocess.run([sys.executable, "-m", "gbinlog.cli", "status", "--config", str(cfg)], cwd=ROOT,
                        capture_output=True, text=True)
@@ -92,7 +109,7 @@ def test_three_members_one_leader_identical_files(tmp_path):
             svc.start()
             members[name] = (svc, mport, cfg, out)
         t0 = time.monotonic()
-        wait_for(lambda: all(role_of(m[1]) is not None for m in members.values()), 60, "every member's /metrics")
+        wait_for_roles([(m[0], m[1]) for m in members.values()])
         wait_for(lambda: any(role_of(m[1]) == 1 for m in members.values()), 10, "a leader")
         samples: list[list[str]] = []
         rows: list[tuple] = []

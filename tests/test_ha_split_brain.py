@@ -18,7 +18,7 @@ import pytest
 
 from gbinlog.replica import free_port
 from tests.mariadb import MariaDB
-from tests.test_ha_run import batch_build_files, files_of, role_of
+from tests.test_ha_run import batch_build_files, files_of, role_of, wait_for_roles
 from tests.test_live_support import (
     DN_PASSWORD,
     DN_USER,
@@ -88,7 +88,7 @@ def test_split_brain_sigstop_sigcont(tmp_path):
             svc = Service(cfg, tmp_path / f"{name}.log")
             svc.start()
             members[name] = (svc, mport, tmp_path / name)
-        wait_for(lambda: all(role_of(m[1]) is not None for m in members.values()), 60, "every member's /metrics")
+        wait_for_roles([(m[0], m[1]) for m in members.values()])
         old = wait_for(lambda: (lambda ls: ls[0] if len(ls) == 1 else None)(leaders(members)), 10, "a leader")
         epoch = int(meta.query("SELECT epoch FROM gbinlog_ha.gbinlog_ha_lease")[0][0])
         old_svc, _, old_out = members[old]

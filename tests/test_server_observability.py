@@ -34,9 +34,8 @@ EXE = os.path.join(os.path.dirname(sys.executable), "gbinlog")
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from gbinlog.replica import free_port as free
+    return free()
 
 
 def publisher(src: Path, files: list[str], out: Path):
