@@ -133,6 +133,8 @@ class ServerConfig:
     wait_timeout: float = 28800.0
     heartbeat_period: float = 0.0     # seconds, for clients that set no @master_heartbeat_period
     write_buffer: int = 4 << 20       # bytes a dump may queue for one slow replica before it waits
+    max_execution_time: float = 10.0  # seconds a statement that reads tables may run (ERR 3024 past it)
+    max_result_rows: int = 100_000    # rows a statement may return (ERR 1104 past it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,6 +451,10 @@ def validate_server(srv: ServerConfig, *, need_users: bool = True) -> None:
             raise ConfigError(f"server.{name}: must be > 0 seconds, got {getattr(srv, name)}")
     if srv.heartbeat_period < 0:
         raise ConfigError(f"server.heartbeat_period: must be >= 0 seconds, got {srv.heartbeat_period}")
+    if not srv.max_execution_time > 0:
+        raise ConfigError(f"server.max_execution_time: must be > 0 seconds, got {srv.max_execution_time}")
+    if srv.max_result_rows < 1:
+        raise ConfigError(f"server.max_result_rows: must be at least 1, got {srv.max_result_rows}")
 
 
 def user_password(user: UserConfig, where: str) -> str:

@@ -232,5 +232,6 @@ def endpoint_config(srv: ServerConfig, out: OutputConfig, *, directory: Path | N
         failed_login_min_delay=srv.failed_login_min_delay, failed_login_max_delay=srv.failed_login_max_delay,
         max_allowed_packet=srv.max_allowed_packet, net_read_timeout=srv.net_read_timeout,
         wait_timeout=srv.wait_timeout, heartbeat_period=srv.heartbeat_period, write_buffer=srv.write_buffer,
+        max_execution_time=srv.max_execution_time, max_result_rows=srv.max_result_rows,
         expire_logs_seconds=out.expire_logs_seconds, max_total_size=out.max_total_size,
         poll_interval=poll_interval, base=base)

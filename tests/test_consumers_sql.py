@@ -271,7 +271,10 @@ CONNECT_STATEMENTS = [
     ("SHOW GLOBAL VARIABLES LIKE 'binlog_row_image'", ("binlog_row_image", "FULL")),
     ("SHOW VARIABLES WHERE Variable_name IN ('character_set_server','collation_server')",
      ("character_set_server", "utf8mb4")),
-    ("SHOW VARIABLES WHERE Variable_name = 'sql_mode'", ("sql_mode", "")),
+    # MySQL 5.7's default (the configured version here is 5.7.44)
+    ("SHOW VARIABLES WHERE Variable_name = 'sql_mode'",
+     ("sql_mode", "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,"
+                  "NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION")),
     ("SHOW SESSION STATUS LIKE 'Ssl_version'", None),
     ("SHOW GRANTS FOR CURRENT_USER", None),
     ("SHOW MASTER STATUS", None),
@@ -336,7 +339,7 @@ REFUSED = ["INSERT INTO ddl.t1 VALUES (1, 'a', 'x', 0)", "UPDATE ddl.t1 SET amou
            "REPLACE INTO ddl.t1 VALUES (1)", "CREATE TABLE ddl.x (id int)", "DROP TABLE ddl.t1",
            "ALTER TABLE ddl.t1 ADD COLUMN z int", "TRUNCATE TABLE ddl.t1", "RENAME TABLE ddl.t1 TO ddl.t9",
            "CREATE DATABASE x", "DROP DATABASE ddl", "GRANT ALL ON *.* TO x", "LOAD DATA INFILE 'f' INTO TABLE t1",
-           "FLUSH TABLES WITH READ LOCK", "LOCK TABLES ddl.t1 READ", "CALL p()", "RESET MASTER", "KILL 1",
+           "FLUSH PRIVILEGES", "LOCK TABLES ddl.t1 WRITE", "CALL p()", "RESET MASTER", "KILL 1",
            "CHANGE MASTER TO MASTER_HOST='x'", "XA START 'x'", "OPTIMIZE TABLE ddl.t1"]
 
 

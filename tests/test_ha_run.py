@@ -120,7 +120,7 @@ def test_three_members_one_leader_identical_files(tmp_path):
             rows.append(meta.query("SELECT holder, epoch FROM gbinlog_ha.gbinlog_ha_lease")[0])
             time.sleep(0.05)
         print(f"{len(samples)} samples over {time.monotonic() - t0:.1f} s")
-        assert len(samples) > 50
+        assert len(samples) > 30                          # ~0.1–0.3 s a sample: 3 /metrics and the store
         assert all(len(s) == 1 for s in samples), [s for s in samples if len(s) != 1][:5]
         leaders = {s[0] for s in samples}
         assert len(leaders) == 1                          # nobody killed: the lease stays where it is

@@ -188,7 +188,7 @@ def test_twenty_clients_with_1mb_queries_stall_neither_a_dump_nor_logins(tmp_pat
         print(f"\n1 MB queries answered: {answered}; heartbeat gaps max {max(gaps) * 1000:.0f} ms "
               f"(n={len(gaps)}); logins p99 {p99(logins) * 1000:.1f} ms max {max(logins) * 1000:.1f} ms "
               f"(n={len(logins)})")
-        assert answered >= 1                      # the abusers were really served (one worker: ~4 s a query)
+        assert answered >= 1                      # the abusers were really answered (ERR 1235: over 64 KB)
         # a stalled loop shows seconds here (before the fix: 2.5 s gaps, logins over 8 s); the bounds
         # leave room for a 2-core box shared with other work (a quiet run: gaps ≤ 132 ms, p99 ≤ 72 ms;
         # one CI-like run under load: gaps 180 ms, p99 101 ms)

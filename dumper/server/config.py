@@ -57,6 +57,10 @@ class ServerConfig:
     net_read_timeout: float = 30.0     # a packet started must be complete within this
     wait_timeout: float = 28800.0      # an idle logged-in session (not a dump) is closed after this
     query_workers: int = 1             # queries answered by at most this many threads at once
+    # A statement that reads tables runs at most this long (MySQL's max_execution_time; a session may
+    # lower it) and returns at most this many rows: ERR 3024 / ERR 1104 past them.
+    max_execution_time: float = 10.0
+    max_result_rows: int = 100_000
     # Retention (retention.py): 0 = off. The newest file and files a connected replica reads stay.
     expire_logs_seconds: float = 0.0
     max_total_size: int = 0
@@ -90,10 +94,12 @@ class ServerConfig:
             raise ConfigError("tls_cert and tls_key go together")
         if self.require_secure_transport and self.tls_cert is None:
             raise ConfigError("require_secure_transport needs tls_cert and tls_key (or tls_generate)")
-        for name, low in (("max_connections", 1), ("max_allowed_packet", 1024), ("query_workers", 1)):
+        for name, low in (("max_connections", 1), ("max_allowed_packet", 1024), ("query_workers", 1),
+                          ("max_result_rows", 1)):
             if getattr(self, name) < low:
                 raise ConfigError(f"{name} must be at least {low}, got {getattr(self, name)}")
-        for name in ("net_read_timeout", "wait_timeout", "retention_interval", "stats_interval"):
+        for name in ("net_read_timeout", "wait_timeout", "retention_interval", "stats_interval",
+                     "max_execution_time"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
         if self.failed_login_threshold < 0 or not 0 < self.failed_login_min_delay <= self.failed_login_max_delay:

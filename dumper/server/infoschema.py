@@ -1,30 +1,20 @@
-"""``SELECT … FROM information_schema.{SCHEMATA,TABLES,COLUMNS,STATISTICS,KEY_COLUMN_USAGE,…}`` over the
-logical schema.
+"""The rows of information_schema's tables over the logical schema (``catalog_rows``), as a MySQL 8
+server shows them: SCHEMATA, TABLES, COLUMNS, STATISTICS, KEY_COLUMN_USAGE, TABLE_CONSTRAINTS,
+ENGINES, CHARACTER_SETS, COLLATIONS, and the empty ones tools join against (VIEWS, ROUTINES, …).
 
-Why a small materialised copy queried by SQLite (with sqlglot transpiling the MySQL text): clients send
-arbitrary WHERE / ORDER BY / JOIN / LIKE / aggregate forms (Debezium, Flink CDC, ORMs, BI tools), and a
-real engine answers all of them with SQL semantics, where a hand-written matcher would answer the few
-forms someone thought of and fail the rest. The copy is a few rows per column, rebuilt only when the
-catalog changes (``Catalog.vtso``); SQLite's in-memory database costs ~1 ms to fill for hundreds of
-columns. Anything that names another table is refused with MySQL's ERR 1146 — the endpoint serves
-binlogs and the schema, never table data.
+``dumper.server.sql_engine`` loads them into its database once per catalog version and answers
+SELECTs over them; clients send arbitrary WHERE / ORDER BY / JOIN / LIKE / aggregate forms (Debezium,
+Flink CDC, pg_chameleon, ORMs), which a real engine answers with SQL semantics.
 """
 
 from __future__ import annotations
-
-import sqlite3
-import threading
-
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from dumper.server.catalog import Catalog
 from dumper.server.show_schema import CHARSETS, COLLATIONS
 
 INFO_SCHEMA = "information_schema"
 
-_TABLES = {
+STATIC_TABLES: dict[str, list[str]] = {
     "SCHEMATA": ["CATALOG_NAME", "SCHEMA_NAME", "DEFAULT_CHARACTER_SET_NAME", "DEFAULT_COLLATION_NAME",
                  "SQL_PATH", "DEFAULT_ENCRYPTION"],
     "TABLES": ["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "TABLE_TYPE", "ENGINE", "VERSION", "ROW_FORMAT",
@@ -47,27 +37,42 @@ _TABLES = {
     "COLLATIONS": ["COLLATION_NAME", "CHARACTER_SET_NAME", "ID", "IS_DEFAULT", "IS_COMPILED", "SORTLEN",
                    "PAD_ATTRIBUTE"],
     "COLLATION_CHARACTER_SET_APPLICABILITY": ["COLLATION_NAME", "CHARACTER_SET_NAME"],
+    "TABLE_CONSTRAINTS": ["CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME", "TABLE_SCHEMA",
+                          "TABLE_NAME", "CONSTRAINT_TYPE", "ENFORCED"],
+    "REFERENTIAL_CONSTRAINTS": ["CONSTRAINT_CATALOG", "CONSTRAINT_SCHEMA", "CONSTRAINT_NAME",
+                                "UNIQUE_CONSTRAINT_CATALOG", "UNIQUE_CONSTRAINT_SCHEMA", "UNIQUE_CONSTRAINT_NAME",
+                                "MATCH_OPTION", "UPDATE_RULE", "DELETE_RULE", "TABLE_NAME",
+                                "REFERENCED_TABLE_NAME"],
+    "ENGINES": ["ENGINE", "SUPPORT", "COMMENT", "TRANSACTIONS", "XA", "SAVEPOINTS"],
+    "VIEWS": ["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "VIEW_DEFINITION", "CHECK_OPTION", "IS_UPDATABLE",
+              "DEFINER", "SECURITY_TYPE", "CHARACTER_SET_CLIENT", "COLLATION_CONNECTION"],
+    "ROUTINES": ["SPECIFIC_NAME", "ROUTINE_CATALOG", "ROUTINE_SCHEMA", "ROUTINE_NAME", "ROUTINE_TYPE",
+                 "DATA_TYPE", "ROUTINE_DEFINITION", "DEFINER"],
+    "TRIGGERS": ["TRIGGER_CATALOG", "TRIGGER_SCHEMA", "TRIGGER_NAME", "EVENT_MANIPULATION",
+                 "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE", "ACTION_STATEMENT", "ACTION_TIMING", "DEFINER"],
+    "PARTITIONS": ["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "PARTITION_NAME", "SUBPARTITION_NAME",
+                   "PARTITION_ORDINAL_POSITION", "PARTITION_METHOD", "PARTITION_EXPRESSION", "TABLE_ROWS"],
 }
+# What a MySQL 8 server lists in information_schema.ENGINES (InnoDB the default).
+ENGINES = [("InnoDB", "DEFAULT", "Supports transactions, row-level locking, and foreign keys", "YES", "YES", "YES"),
+           ("MyISAM", "YES", "MyISAM storage engine", "NO", "NO", "NO"),
+           ("MEMORY", "YES", "Hash based, stored in memory, useful for temporary tables", "NO", "NO", "NO"),
+           ("CSV", "YES", "CSV storage engine", "NO", "NO", "NO"),
+           ("PERFORMANCE_SCHEMA", "YES", "Performance Schema", "NO", "NO", "NO"),
+           ("BLACKHOLE", "YES", "/dev/null storage engine (anything you write to it disappears)", "NO", "NO", "NO"),
+           ("ARCHIVE", "YES", "Archive storage engine", "NO", "NO", "NO")]
 # Integer columns (the rest are text): the result set types them LONGLONG.
 INT_COLUMNS = frozenset({"TABLE_ROWS", "AVG_ROW_LENGTH", "DATA_LENGTH", "MAX_DATA_LENGTH", "INDEX_LENGTH",
                          "DATA_FREE", "AUTO_INCREMENT", "VERSION", "ORDINAL_POSITION",
                          "CHARACTER_MAXIMUM_LENGTH", "CHARACTER_OCTET_LENGTH", "NUMERIC_PRECISION",
                          "NUMERIC_SCALE", "DATETIME_PRECISION", "NON_UNIQUE", "SEQ_IN_INDEX", "CARDINALITY",
                          "SUB_PART", "CHECKSUM", "SRS_ID", "POSITION_IN_UNIQUE_CONSTRAINT", "MAXLEN", "ID",
-                         "SORTLEN"})
-
-
-class InfoSchemaError(Exception):
-    def __init__(self, code: int, message: str, sqlstate: str = "HY000") -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.sqlstate = sqlstate
+                         "SORTLEN", "PARTITION_ORDINAL_POSITION"})
 
 
 def catalog_rows(catalog: Catalog) -> dict[str, list[tuple]]:
     """The rows of each information_schema table for ``catalog``."""
-    rows: dict[str, list[tuple]] = {name: [] for name in _TABLES}
+    rows: dict[str, list[tuple]] = {name: [] for name in STATIC_TABLES}
     rows["SCHEMATA"].append(("def", INFO_SCHEMA, "utf8mb3", "utf8mb3_general_ci", None, "NO"))
     for name, charset, collation in sorted(catalog.databases.values()):
         rows["SCHEMATA"].append(("def", name, charset, collation, None, "NO"))
@@ -79,6 +84,11 @@ def catalog_rows(catalog: Catalog) -> dict[str, list[tuple]]:
                 "def", table.db, table.name, c.name, c.ordinal, c.default, "YES" if c.nullable else "NO",
                 c.data_type, c.char_max, c.octet_max, c.num_precision, c.num_scale, c.datetime_precision,
                 c.charset, c.collation, c.column_type, c.key, c.extra, "select", "", "", None))
+        rows["PARTITIONS"].append(("def", table.db, table.name, None, None, None, None, None, 0))
+        for ix in table.indexes:
+            if ix.unique:
+                kind = "PRIMARY KEY" if ix.name == "PRIMARY" else "UNIQUE"
+                rows["TABLE_CONSTRAINTS"].append(("def", table.db, ix.name, table.db, table.name, kind, "YES"))
         nullable = {c.name.lower(): c.nullable for c in table.columns}
         for ix in table.indexes:
             for seq, col in enumerate(ix.columns, 1):
@@ -88,6 +98,7 @@ def catalog_rows(catalog: Catalog) -> dict[str, list[tuple]]:
                 if ix.unique:
                     rows["KEY_COLUMN_USAGE"].append(("def", table.db, ix.name, "def", table.db, table.name, col,
                                                      seq, None, None, None, None))
+    rows["ENGINES"] = list(ENGINES)
     for charset, collation, description, maxlen in CHARSETS:
         rows["CHARACTER_SETS"].append((charset, collation, description, maxlen))
     defaults = {collation for _, collation, _, _ in CHARSETS}
@@ -96,69 +107,3 @@ def catalog_rows(catalog: Catalog) -> dict[str, list[tuple]]:
                                    "PAD SPACE"))
         rows["COLLATION_CHARACTER_SET_APPLICABILITY"].append((collation, charset))
     return rows
-
-
-class InfoSchema:
-    """An in-memory SQLite copy of the catalog's information_schema tables, for one catalog version.
-    Queries run under a lock (one SQLite connection, shared by the server's threads)."""
-
-    def __init__(self, catalog: Catalog) -> None:
-        self.vtso = catalog.vtso
-        self.logical_table = lambda db, name: catalog.table(db, name) is not None
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(":memory:", check_same_thread=False)
-        self._db.execute(f"ATTACH DATABASE ':memory:' AS {INFO_SCHEMA}")
-        for name, rows in catalog_rows(catalog).items():
-            cols = ", ".join(f"{c} {'INTEGER' if c in INT_COLUMNS else 'TEXT COLLATE NOCASE'}" for c in _TABLES[name])
-            self._db.execute(f"CREATE TABLE {INFO_SCHEMA}.{name} ({cols})")
-            marks = ", ".join("?" * len(_TABLES[name]))
-            self._db.executemany(f"INSERT INTO {INFO_SCHEMA}.{name} VALUES ({marks})", rows)
-
-    def query(self, sql: str, current_db: str | None = None) -> tuple[list[str], list[tuple]]:
-        """Run one MySQL SELECT; (column names, rows). InfoSchemaError for anything else."""
-        try:
-            tree = sqlglot.parse_one(sql, read="mysql")
-        except SqlglotError as exc:
-            raise InfoSchemaError(1064, f"You have an error in your SQL syntax: {str(exc).splitlines()[0]}",
-                                  "42000") from None
-        if not isinstance(tree, (exp.Select, exp.Union)):
-            raise InfoSchemaError(1064, "only SELECT reads information_schema here", "42000")
-        for table in tree.find_all(exp.Table):
-            db = (table.db or current_db or "").lower()
-            if table.name.upper() not in _TABLES or db != INFO_SCHEMA:
-                shown = f"{table.db or current_db or ''}.{table.name}".lstrip(".")
-                if self.logical_table(table.db or current_db or "", table.name):
-                    raise InfoSchemaError(1142, f"SELECT command denied for table '{shown}': gbinlog serves the "
-                                                "binlog and the schema, not table data", "42000")
-                raise InfoSchemaError(1146, f"Table '{shown}' doesn't exist (gbinlog serves the binlog and "
-                                            f"information_schema.{{{','.join(_TABLES)}}})", "42S02")
-            table.set("db", exp.to_identifier(INFO_SCHEMA))
-            table.set("catalog", None)
-        try:
-            text = tree.sql(dialect="sqlite")
-        except SqlglotError as exc:
-            raise InfoSchemaError(1235, f"This query is not supported here: {exc}", "42000") from None
-        with self._lock:
-            try:
-                cur = self._db.execute(text)
-                rows = cur.fetchall()
-            except sqlite3.Error as exc:
-                raise InfoSchemaError(1054, f"Cannot answer this information_schema query: {exc}", "42S22") from None
-        names = [d[0] for d in cur.description or ()]
-        return names, rows
-
-
-class InfoSchemaCache:
-    """One ``InfoSchema`` per catalog version."""
-
-    def __init__(self) -> None:
-        self._current: InfoSchema | None = None
-        self._catalog: Catalog | None = None
-        self._lock = threading.Lock()
-
-    def get(self, catalog: Catalog) -> InfoSchema:
-        with self._lock:
-            if self._current is None or self._catalog is not catalog:
-                self._current = InfoSchema(catalog)
-                self._catalog = catalog
-            return self._current

@@ -87,6 +87,7 @@ async def login(server: BinlogServer, conn: _Connection, reader: asyncio.StreamR
         return False
     session.admin = resp.user in server.config.admins
     session.db = resp.database or None  # CLIENT_CONNECT_WITH_DB
+    session.multi_statements = bool(resp.capabilities & p.CLIENT_MULTI_STATEMENTS)
     await _send(conn, p.ok_packet(status=session.status))
     session_log.info("login ok user=%s from=%s:%s conn=%d plugin=%s auth=%s tls=%s", resp.user, session.host,
                      conn.peer_port, session.conn_id, plugin, how, "yes" if conn.secure else "no")

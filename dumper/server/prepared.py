@@ -153,11 +153,11 @@ def read_value(buf: bytes, off: int, type_code: int, unsigned: bool) -> tuple[ob
 def binary_result(result: list, status: int) -> list[bytes]:
     """A ``ResultSet``'s columns and rows in the binary protocol: column count, definitions, EOF,
     binary rows (0x00, NULL bitmap at offset 2, values), EOF. Integer columns holding anything but
-    integers are sent as strings."""
+    integers, and columns of other types (decimals, doubles, times), are sent as strings."""
     columns = list(result.columns)
     rows = result.rows
     for i, col in enumerate(columns):
-        if col.type == p.TYPE_LONGLONG and any(r[i] is not None and not isinstance(r[i], int) for r in rows):
+        if col.type != p.TYPE_LONGLONG or any(r[i] is not None and not isinstance(r[i], int) for r in rows):
             columns[i] = p.Column(col.name)
     out = [p.pack_int(len(columns))] + [c.definition() for c in columns] + [p.eof_packet(status)]
     width = (len(columns) + 7 + 2) // 8
@@ -219,8 +219,12 @@ class PreparedStatements:
 
     def _prepare(self, session: Session, sql: str) -> list[bytes]:
         from dumper.server.queries import READ_ONLY_REFUSED, ResultSet, read_only_error
-
-        words = sql.strip().split(None, 2)
+        from dumper.server.sqltext import UnclosedComment, split_statements
+        try:
+            texts = split_statements(sql, self.handler.version)
+        except UnclosedComment:
+            texts = [sql]
+        words = texts[0].split(None, 2) if texts else []
         head = words[0].lower() if words else ""
         if not head:
             return [p.err_packet(1065, "Query was empty", "42000")]

@@ -46,17 +46,27 @@ SERVER_CAPABILITIES = (
     CLIENT_LONG_PASSWORD | CLIENT_FOUND_ROWS | CLIENT_LONG_FLAG | CLIENT_CONNECT_WITH_DB
     | CLIENT_NO_SCHEMA | CLIENT_ODBC | CLIENT_IGNORE_SPACE | CLIENT_PROTOCOL_41 | CLIENT_INTERACTIVE
     | CLIENT_IGNORE_SIGPIPE | CLIENT_TRANSACTIONS | CLIENT_RESERVED | CLIENT_SECURE_CONNECTION
-    | CLIENT_MULTI_RESULTS | CLIENT_PS_MULTI_RESULTS | CLIENT_PLUGIN_AUTH | CLIENT_CONNECT_ATTRS
+    | CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS | CLIENT_PS_MULTI_RESULTS | CLIENT_PLUGIN_AUTH | CLIENT_CONNECT_ATTRS
     | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
 )
 SERVER_STATUS_AUTOCOMMIT = 0x0002
+SERVER_MORE_RESULTS_EXISTS = 0x0008
 NATIVE_PLUGIN = b"mysql_native_password"
 CHARSET_UTF8 = 33      # utf8_general_ci: a *text* charset, PyMySQL decodes columns to str
 CHARSET_BINARY = 63
 
 # Column types used in result sets.
+TYPE_DOUBLE = 5
+TYPE_NULL = 6
 TYPE_LONGLONG = 8
+TYPE_DATE = 10
+TYPE_TIME = 11
+TYPE_DATETIME = 12
+TYPE_NEWDECIMAL = 246
 TYPE_VAR_STRING = 253
+# (display length, decimals) of the binary-charset types, as MySQL describes such a column.
+_BINARY_TYPES = {TYPE_LONGLONG: (21, 0), TYPE_DOUBLE: (23, 31), TYPE_NEWDECIMAL: (67, 30), TYPE_DATE: (10, 0),
+                 TYPE_TIME: (10, 0), TYPE_DATETIME: (19, 0), TYPE_NULL: (0, 0)}
 
 # Error codes (mysqld_error.h).
 ER_ACCESS_DENIED = 1045
@@ -127,13 +137,15 @@ class Column:
 
     def definition(self) -> bytes:
         name = self.name.encode("utf-8", "replace")
-        numeric = self.type == TYPE_LONGLONG
-        charset = CHARSET_BINARY if numeric else CHARSET_UTF8
-        length = 21 if numeric else 1024
-        flags = 0x0081 if numeric else 0  # NOT_NULL | BINARY for numbers, as MySQL marks them
+        binary = _BINARY_TYPES.get(self.type)
+        if binary is None:
+            charset, (length, decimals), flags = CHARSET_UTF8, (1024, 0), 0
+        else:   # numbers and times: the binary charset; BINARY, and NOT_NULL for integers as MySQL marks them
+            charset, (length, decimals) = CHARSET_BINARY, binary
+            flags = 0x0081 if self.type == TYPE_LONGLONG else 0x0080
         return (lenenc_str(b"def") + lenenc_str(b"") + lenenc_str(b"") + lenenc_str(b"")
                 + lenenc_str(name) + lenenc_str(name) + b"\x0c"
-                + struct.pack("<HIBHB", charset, length, self.type, flags, 0) + b"\0\0")
+                + struct.pack("<HIBHB", charset, length, self.type, flags, decimals) + b"\0\0")
 
 
 def text_value(value: object) -> bytes:

@@ -13,33 +13,32 @@ ERR 1193.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING
+
+from sqlglot import exp
 
 from dumper.server import protocol as p
 from dumper.server.binlogdir import BinlogDirError
 from dumper.server.catalog import CachedCatalog, Catalog
+from dumper.server.errors import QueryError, syntax_error
 from dumper.server.gtid_dump import GtidFiles
-from dumper.server.infoschema import INT_COLUMNS, InfoSchemaCache, InfoSchemaError
 from dumper.server.logtext import session_log
 from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
-from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword, filter_rows
-from dumper.server.variables import ARG_FUNCTIONS, FUNCTIONS, system_variables
+from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword
+from dumper.server.snapshot import Pin, snapshot_statement
+from dumper.server.sql_engine import SessionView, SqlEngine, parse_statement
+from dumper.server.sqltext import UnclosedComment, split_statements, version_number
+from dumper.server.variables import system_variables
 from schema_shaper.filters import like_regex
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer
-
-
-class QueryError(Exception):
-    def __init__(self, code: int, message: str, sqlstate: str = "HY000") -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.sqlstate = sqlstate
 
 
 def parse_error(sql: str) -> QueryError:
@@ -62,14 +61,21 @@ class Session:
     db: str | None = None              # USE / COM_INIT_DB / the handshake's database
     statements: dict = field(default_factory=dict)   # prepared statements by id (``prepared``)
     next_statement: int = 1
+    variables: dict[str, object] = field(default_factory=dict)   # SET [SESSION] system variables
+    multi_statements: bool = False     # CLIENT_MULTI_STATEMENTS at login, or COM_SET_OPTION
+    more_results: bool = False         # answering a statement that another follows in the query
+    pin: Pin | None = None             # a read lock's moment (``snapshot``)
 
     @property
     def status(self) -> int:
-        return p.SERVER_STATUS_AUTOCOMMIT if self.autocommit else 0
+        return ((p.SERVER_STATUS_AUTOCOMMIT if self.autocommit else 0)
+                | (p.SERVER_MORE_RESULTS_EXISTS if self.more_results else 0))
 
     def reset(self) -> None:
-        """COM_RESET_CONNECTION: user variables, autocommit and prepared statements as at login."""
+        """COM_RESET_CONNECTION: variables, autocommit and prepared statements as at login."""
         self.user_vars.clear()
+        self.variables.clear()
+        self.pin = None
         self.autocommit = True
         self.statements.clear()
 
@@ -145,6 +151,49 @@ def tokenize(sql: str) -> list[tuple[str, str]]:
     return out
 
 
+# -- statements ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement of a query, comments removed; ``tree``: SELECT and SET parsed by sqlglot (the
+    SHOW, PURGE, USE, DESCRIBE … handlers read ``text``)."""
+
+    text: str
+    tree: exp.Expression | None
+
+
+_PARSED_HEADS = ("select", "with", "(", "set", "values", "table")
+# The catalog of the session being answered when it holds a read lock (``QueryHandler.catalog``).
+_PINNED_CATALOG: ContextVar[Catalog | None] = ContextVar("pinned_catalog", default=None)
+# SHOW statements that read a file or filter rows through the engine: a worker thread answers them.
+_SLOW_SHOW = re.compile(r"\s*show\b.*\b(?:binlog\s+events|where)\b", re.I | re.S)
+
+
+# The longest query the SQL layer parses. Parsing builds a tree of a few objects per token: a
+# megabyte-long statement takes tens of seconds of one core and, through the garbage collector's full
+# passes over millions of objects, pauses every thread for hundreds of milliseconds; no consumer or
+# operator sends anything near this (the longest known connect-time statement is ~3 KB).
+MAX_QUERY_TEXT = 64 * 1024
+
+
+def _statement(text: str) -> Statement:
+    """Short statements are parsed once per distinct text: drivers send the same connect queries on
+    every connection."""
+    return _cached_statement(text) if len(text) <= 4096 else _parsed(text)
+
+
+@lru_cache(maxsize=512)
+def _cached_statement(text: str) -> Statement:
+    return _parsed(text)
+
+
+def _parsed(text: str) -> Statement:
+    head = re.match(r"\(|[A-Za-z]+", text)
+    if head is not None and head.group(0).lower() in _PARSED_HEADS:
+        return Statement(text, parse_statement(text))
+    return Statement(text, None)
+
+
 # -- the handler --------------------------------------------------------------------------------------
 
 class QueryHandler:
@@ -153,22 +202,129 @@ class QueryHandler:
     def __init__(self, server: BinlogServer) -> None:
         self.server = server
         self._catalog = CachedCatalog(server.bdir.path)
-        self._info = InfoSchemaCache()
+        self.engine = SqlEngine(self.catalog)
         self.show_schema = ShowSchema(self)
         self.prepared = PreparedStatements(self)
         self.gtid_files = GtidFiles(server.bdir.path)
+        self.version = version_number(server.config.version)
 
     def handle(self, session: Session, sql: str) -> list[bytes]:
+        """The answer to every statement of ``sql``, in order; the first error ends it."""
         try:
-            return self._dispatch(session, sql)
-        except (QueryError, ShowError, InfoSchemaError) as exc:
+            statements = self.statements(session, sql)
+        except QueryError as exc:
+            return [p.err_packet(exc.code, exc.message, exc.sqlstate)]
+        if len(statements) == 1:      # the answer as it is (a prepared statement reads a ResultSet's rows)
+            return self._answer(session, statements[0])
+        out: list[bytes] = []
+        for i, statement in enumerate(statements):
+            session.more_results = i + 1 < len(statements)
+            try:
+                answer = self._answer(session, statement)
+            finally:
+                session.more_results = False
+            out += answer
+            if answer and answer[0][:1] == b"\xff":
+                break
+        return out
+
+    def _answer(self, session: Session, statement: Statement) -> list[bytes]:
+        pinned = _PINNED_CATALOG.set(session.pin.catalog if session.pin else None)
+        try:
+            return self._dispatch(session, statement)
+        except (QueryError, ShowError) as exc:
             return [p.err_packet(exc.code, exc.message, exc.sqlstate)]
         except (OSError, BinlogDirError) as exc:  # e.g. a file the index lists is gone
             return [p.err_packet(1105, f"Unknown error: {exc}")]
+        finally:
+            _PINNED_CATALOG.reset(pinned)
+
+    def answer_inline(self, session: Session, sql: str) -> list[bytes] | None:
+        """The answer when every statement of ``sql`` is quick (constants, variables, SHOW of the
+        server's state), else None: a statement that reads tables or files takes a worker thread."""
+        try:
+            statements = self.statements(session, sql)
+        except QueryError as exc:
+            return [p.err_packet(exc.code, exc.message, exc.sqlstate)]
+        for statement in statements:
+            if isinstance(statement.tree, (exp.Select, exp.Union, exp.Subquery)):
+                try:
+                    if self.engine.needs_tables(statement.tree, self.view(session)):
+                        return None
+                except QueryError:
+                    pass                    # the answer is that error: quick
+            elif statement.tree is None and _SLOW_SHOW.match(statement.text):
+                return None
+        return self.handle(session, sql)
+
+    def statements(self, session: Session, sql: str) -> list[Statement]:
+        """The statements of a query, comments handled as MySQL does (``sqltext``); SELECT and SET
+        parsed by sqlglot."""
+        if len(sql) > MAX_QUERY_TEXT:
+            raise QueryError(p.ER_NOT_SUPPORTED, f"A query of {len(sql)} characters is longer than gbinlog's SQL "
+                                                 f"layer reads ({MAX_QUERY_TEXT}); send shorter statements", "42000")
+        try:
+            texts = split_statements(sql, self.version)
+        except UnclosedComment as exc:
+            raise parse_error(sql) from exc
+        if not texts:
+            raise QueryError(1065, "Query was empty", "42000")
+        if len(texts) > 1 and not session.multi_statements:
+            raise syntax_error(texts[1], "several statements need CLIENT_MULTI_STATEMENTS")
+        return [_statement(text) for text in texts]
+
+    def view(self, session: Session) -> SessionView:
+        """What a statement of ``session`` reads of it and of the server (``sql_engine``)."""
+        cfg = self.server.config
+        budget = cfg.max_execution_time
+        own = session.variables.get("max_execution_time")
+        if isinstance(own, int) and own > 0:
+            budget = min(budget, own / 1000)
+        return SessionView(conn_id=session.conn_id, user=session.user, host=session.host, db=session.db,
+                           user_vars=session.user_vars, variable=lambda name, scope: self.variable(session, name, scope),
+                           version=cfg.version, server_variables=lambda scope: self.variable_rows(session, scope),
+                           status_rows=self.status_rows, processlist_rows=self.processlist_rows,
+                           time_budget=budget, max_rows=cfg.max_result_rows)
+
+    def variable(self, session: Session, name: str, scope: str) -> object:
+        """A system variable's value for ``session`` (its own SET first); KeyError if none is named so."""
+        if scope == "session":
+            if name == "autocommit":
+                return int(session.autocommit)
+            if name in session.variables:
+                return session.variables[name]
+        return system_variables(self.server)[name]
+
+    def variable_rows(self, session: Session, scope: str) -> list[tuple[str, object]]:
+        values = system_variables(self.server)
+        if scope == "session":
+            values.update(session.variables)
+            values["autocommit"] = "ON" if session.autocommit else "OFF"
+        return sorted(values.items())
+
+    def status_rows(self) -> list[tuple[str, object]]:
+        return [("Threads_connected", len(self.server.sessions())), ("Uptime", 1)]
+
+    def processlist_rows(self) -> list[tuple]:
+        return [(s.conn_id, s.user, s.host, s.db, "Binlog Dump" if s.slave else "Sleep", 0, "", None)
+                for s in self.server.sessions()]
 
     # -- helpers for the statement modules ------------------------------------------------------------
     def catalog(self) -> Catalog:
-        return self._catalog.get(self.server.bdir.files())
+        """The logical schema at the head of the served files; for a session holding a read lock, at
+        the moment it took it (``snapshot``)."""
+        pinned = _PINNED_CATALOG.get()
+        return pinned if pinned is not None else self._catalog.get(self.server.bdir.files())
+
+    def master_status_rows(self, session: Session) -> list[list[object]]:
+        """SHOW MASTER STATUS: the last file, its size and the GTIDs executed; under a read lock, as
+        they were when it was taken."""
+        if session.pin is not None:
+            return session.pin.master_status
+        files = self.server.bdir.files()
+        if not files:
+            return []
+        return [[files[-1], self.server.bdir.size(files[-1]), "", "", self.gtid_files.text(files, "executed")]]
 
     @staticmethod
     def result(columns: list[p.Column], rows: list[list], session: Session) -> ResultSet:
@@ -191,21 +347,17 @@ class QueryHandler:
             raise QueryError(1049, f"Unknown database '{db}'", "42000")
         session.db = db
 
-    def _dispatch(self, session: Session, sql: str) -> list[bytes]:
+    def _dispatch(self, session: Session, statement: Statement) -> list[bytes]:
+        tree, sql = statement.tree, statement.text
+        if isinstance(tree, (exp.Select, exp.Union, exp.Subquery)):
+            answer = self.engine.select(tree, sql, self.view(session))
+            return ResultSet(answer.columns(), answer.rows, session.status)
+        if isinstance(tree, exp.Set):
+            self._set(session, tree)
+            return [p.ok_packet(status=session.status)]
         toks = tokenize(sql)
-        if not toks:
-            raise QueryError(1065, "Query was empty", "42000")
         words = [v.lower() if k == "ident" else v for k, v in toks]
         head = words[0]
-        if head == "set":
-            if "transaction" in words[1:3]:  # SET [SESSION|GLOBAL] TRANSACTION ISOLATION LEVEL …/READ ONLY
-                return [p.ok_packet(status=session.status)]
-            self._set(session, toks[1:], sql)
-            return [p.ok_packet(status=session.status)]
-        if head == "select":
-            if _reads_tables(words):
-                return self._select_from(session, sql)
-            return self._select(session, toks[1:], sql)
         if head == "show":
             return self._show(session, toks[1:], words[1:], sql)
         if head in ("desc", "describe", "explain") and len(toks) > 1 and words[1] != "select":
@@ -217,22 +369,15 @@ class QueryHandler:
                 raise parse_error(sql)
             self.use(session, _strip_ident(toks[1][1]))
             return [p.ok_packet(status=session.status)]
-        if head in ("commit", "rollback", "begin") or words[:2] in (["start", "transaction"], ["unlock", "tables"]):
+        if head in ("commit", "rollback", "begin") or words[:2] == ["start", "transaction"]:
             return [p.ok_packet(status=session.status)]
+        if head in ("flush", "lock", "unlock"):
+            answer = snapshot_statement(self, session, words)
+            if answer is not None:
+                return answer
         if head in READ_ONLY_REFUSED or head == "start":
             raise read_only_error(words)
         raise parse_error(sql)
-
-    def _select_from(self, session: Session, sql: str) -> list[bytes]:
-        """A SELECT that reads tables: information_schema only (``infoschema``)."""
-        info = self._info.get(self.catalog())
-        names, rows = info.query(sql, session.db)
-        types = []
-        for i, name in enumerate(names):
-            values = [r[i] for r in rows if r[i] is not None]
-            numeric = name.upper() in INT_COLUMNS or (values and all(isinstance(v, int) for v in values))
-            types.append(p.TYPE_LONGLONG if numeric else p.TYPE_VAR_STRING)
-        return self.result([p.Column(n, t) for n, t in zip(names, types, strict=True)], rows, session)
 
     def _describe(self, session: Session, toks: list, sql: str) -> list[bytes]:
         db, name, rest = self.show_schema._table_ref(toks, sql)
@@ -241,160 +386,66 @@ class QueryHandler:
         like = [("ident", "like"), ("str", "'" + _strip_ident(rest[0][1]).replace("'", "''") + "'")] if rest else []
         return self.show_schema.describe(session, db, name, False, like, sql)
 
-    # -- expressions ----------------------------------------------------------------------------------
-    def _sysvar(self, session: Session, token: str) -> object:
-        name = token[2:]
-        scope, _, rest = name.partition(".")
-        if rest and scope.lower() in ("global", "session", "local"):
-            name = rest
-        name = name.strip("`").lower()
-        if name == "autocommit":
-            return int(session.autocommit)
-        value = system_variables(self.server).get(name, _MISSING)
-        if value is _MISSING:
-            raise QueryError(p.ER_UNKNOWN_SYSTEM_VARIABLE, f"Unknown system variable '{name}'")
-        return value
-
-    def _expr(self, session: Session, toks: list[tuple[str, str]], i: int, sql: str,
-              bare_word_ok: bool = False) -> tuple[object, int]:
-        """Evaluate the expression at ``toks[i]``; returns (value, index after it). ``bare_word_ok``:
-        a lone identifier is its own text (SET values)."""
-        if i >= len(toks):
-            raise parse_error(sql)
-        kind, text = toks[i]
-        if kind == "str":
-            return _unquote(text), i + 1
-        if kind == "num":
-            return (int(text) if "." not in text else text), i + 1
-        if kind == "sysvar":
-            return self._sysvar(session, text), i + 1
-        if kind == "uservar":
-            return session.user_vars.get(text[1:].strip("`").lower()), i + 1
-        if kind == "ident":
-            low = text.lower()
-            if low == "null":
-                return None, i + 1
-            if low in ("true", "false"):
-                return int(low == "true"), i + 1
-            if i + 1 < len(toks) and toks[i + 1] == ("op", "("):
-                j = i + 2
-                depth = 1
-                while j < len(toks) and depth:
-                    if toks[j] == ("op", "("):
-                        depth += 1
-                    elif toks[j] == ("op", ")"):
-                        depth -= 1
-                    j += 1
-                if depth:
-                    raise parse_error(sql)
-                if low in ARG_FUNCTIONS:
-                    args = self._arguments(session, toks[i + 2:j - 1], sql)
-                    return ARG_FUNCTIONS[low](args), j
-                fn = FUNCTIONS.get(low)
-                if fn is None:
-                    raise QueryError(1305, f"FUNCTION {text} does not exist", "42000")
-                return fn(self.server, session), j
-            if low in ("current_user", "current_timestamp"):
-                return FUNCTIONS[low](self.server, session), i + 1
-            if bare_word_ok and i + 1 == len(toks) or bare_word_ok and toks[i + 1] == ("op", ","):
-                return _strip_ident(text), i + 1  # SET x = ON / OFF / DEFAULT / utf8mb4
-        raise parse_error(sql)
-
-    def _arguments(self, session: Session, toks: list[tuple[str, str]], sql: str) -> list[object]:
-        args = []
-        i = 0
-        while i < len(toks):
-            value, i = self._expr(session, toks, i, sql)
-            args.append(value)
-            if i < len(toks):
-                if toks[i] != ("op", ","):
-                    raise parse_error(sql)
-                i += 1
-        return args
-
     # -- SET ------------------------------------------------------------------------------------------
-    def _set(self, session: Session, toks: list[tuple[str, str]], sql: str) -> None:
-        i = 0
-        assignments: list[tuple[str, object]] = []
-        while i < len(toks):
-            kind, text = toks[i]
-            low = text.lower()
-            if kind == "ident" and low in ("names", "character"):
-                # SET NAMES x [COLLATE y] / SET CHARACTER SET x: results are utf8 whatever it says.
-                while i < len(toks) and toks[i] != ("op", ","):
-                    i += 1
+    def _set(self, session: Session, tree: exp.Set) -> None:
+        """SET of user and session variables, all or nothing as one statement; SET NAMES / CHARACTER
+        SET / TRANSACTION are accepted (results are UTF-8 whatever they say; nothing is written)."""
+        assignments: list[tuple[str, str, object]] = []
+        view = self.view(session)
+        for item in tree.expressions:
+            kind = str(item.args.get("kind") or "").upper()
+            if kind in ("NAMES", "CHARACTER SET", "CHARSET", "TRANSACTION"):
+                continue
+            target = item.this
+            if not isinstance(target, exp.EQ):
+                raise syntax_error(item.sql("mysql"))
+            ref, value = target.this, target.expression
+            if isinstance(ref, exp.Parameter):
+                assignments.append(("user", ref.name.lower(), self._set_value(value, view)))
+                continue
+            scope = kind.lower() or "session"
+            if isinstance(ref, exp.SessionParameter):
+                scope = "global" if str(ref.args.get("kind") or "").lower() == "global" else "session"
+            elif not isinstance(ref, exp.Column):
+                raise syntax_error(item.sql("mysql"))
+            name = ref.name.lower()
+            if name not in system_variables(self.server) and name not in ("autocommit",):
+                raise QueryError(p.ER_UNKNOWN_SYSTEM_VARIABLE, f"Unknown system variable '{name}'")
+            if scope == "global":
+                raise QueryError(1238, f"Variable '{name}' is a read only variable: gbinlog's settings come from "
+                                       "its configuration")
+            default = isinstance(value, exp.Var) and value.name.upper() == "DEFAULT"
+            assignments.append(("session", name, None if default else self._set_value(value, view)))
+        for kind, name, value in assignments:
+            if kind == "user":
+                session.user_vars[name] = value
+            elif name == "autocommit":
+                session.autocommit = str(value).lower() in ("1", "on", "true")
+            elif value is None:
+                session.variables.pop(name, None)
             else:
-                if kind == "ident" and low in ("global", "session", "local") and i + 1 < len(toks):
-                    i += 1
-                    kind, text = toks[i]
-                if kind not in ("uservar", "sysvar", "ident") or i + 1 >= len(toks) \
-                        or toks[i + 1] not in (("op", "="), ("op", ":=")):
-                    raise parse_error(sql)
-                value, i = self._expr(session, toks, i + 2, sql, bare_word_ok=True)
-                assignments.append((text if kind != "ident" else "@@" + text, value))
-            if i < len(toks):
-                if toks[i] != ("op", ","):
-                    raise parse_error(sql)
-                i += 1
-        # All or nothing, as one statement: apply only after every value evaluated.
-        for target, value in assignments:
-            if target.startswith("@@"):
-                if target[2:].split(".")[-1].lower() == "autocommit":
-                    session.autocommit = str(value).lower() in ("1", "on", "true")
-            else:
-                session.user_vars[target[1:].strip("`").lower()] = value
+                session.variables[name] = value
 
-    # -- SELECT ---------------------------------------------------------------------------------------
-    def _select(self, session: Session, toks: list[tuple[str, str]], sql: str) -> list[bytes]:
-        body = sql.strip().rstrip(";")[len("select"):]
-        i = 0
-        columns: list[p.Column] = []
-        values: list[object] = []
-        limit = None
-        item_texts = _split_items(body)
-        for text in item_texts:
-            sub = tokenize(text)
-            tail_low = [v.lower() for _, v in sub]
-            if "limit" in tail_low:  # select @@version_comment limit 1
-                k = tail_low.index("limit")
-                if k + 1 >= len(sub) or sub[k + 1][0] != "num" or k + 2 != len(sub):
-                    raise parse_error(sql)
-                limit = int(sub[k + 1][1])
-                sub = sub[:k]
-                text = text[:text.lower().rindex("limit")]
-            if len(tail_low) >= 2 and tail_low[-2] == "from" and tail_low[-1] == "dual":
-                sub = sub[:-2]
-                text = text[:text.lower().rindex("from")]
-            value, j = self._expr(session, sub, 0, sql)
-            name = text.strip()
-            if j < len(sub):
-                if sub[j][1].lower() == "as" and j + 2 == len(sub):
-                    name = _strip_ident(sub[j + 1][1])
-                elif j + 1 == len(sub) and sub[j][0] in ("ident", "str"):
-                    name = _strip_ident(sub[j][1])
-                else:
-                    raise parse_error(sql)
-            columns.append(p.Column(name, p.TYPE_LONGLONG if isinstance(value, int) else p.TYPE_VAR_STRING))
-            values.append(value)
-        del i
-        rows = [values] if limit is None or limit > 0 else []
-        return ResultSet(columns, rows, session.status)
+    def _set_value(self, value: exp.Expression, view: SessionView) -> object:
+        """A SET's right side: a bare word (ON, utf8mb4) is its text, anything else is evaluated."""
+        if isinstance(value, (exp.Var, exp.Column)) and not isinstance(value, exp.Star):
+            return value.name
+        answer = self.engine.select(exp.select(value), "", view)
+        return answer.rows[0][0] if answer.rows else None
 
     # -- SHOW -----------------------------------------------------------------------------------------
     def _show(self, session: Session, toks, words: list[str], sql: str) -> list[bytes]:
         server = self.server
         w = [x for x in words]
+        scope = "session"
         if w and w[0] in ("global", "session", "local"):
+            scope = "global" if w[0] == "global" else "session"
             w = w[1:]
             toks = toks[1:]
         if w[:1] == ["variables"]:
-            return self._show_variables(session, toks[1:], w[1:], sql)
+            return self._show_variables(session, scope, toks[1:], w[1:], sql)
         if w in (["master", "status"], ["binary", "log", "status"]):
-            files = server.bdir.files()
-            rows = []
-            if files:
-                rows = [[files[-1], server.bdir.size(files[-1]), "", "",
-                         self.gtid_files.text(files, "executed")]]
+            rows = self.master_status_rows(session)
             cols = [p.Column("File"), p.Column("Position", p.TYPE_LONGLONG), p.Column("Binlog_Do_DB"),
                     p.Column("Binlog_Ignore_DB"), p.Column("Executed_Gtid_Set")]
             return ResultSet(cols, rows, session.status)
@@ -427,23 +478,24 @@ class QueryHandler:
             return answer
         raise parse_error(sql)
 
-    def _show_variables(self, session: Session, toks, words: list[str], sql: str) -> list[bytes]:
-        variables = system_variables(self.server)
-        variables["autocommit"] = "ON" if session.autocommit else "OFF"
-        match: Callable[[str], bool] = lambda name: True  # noqa: E731
-        if words:
-            if words[0] == "like" and len(toks) == 2 and toks[1][0] == "str":
+    def _show_variables(self, session: Session, scope: str, toks, words: list[str], sql: str) -> list[bytes]:
+        rows = [[name, "" if value is None else str(value)] for name, value in self.variable_rows(session, scope)]
+        return self.filtered(session, [p.Column("Variable_name"), p.Column("Value")], rows, toks, sql)
+
+    def filtered(self, session: Session, cols: list[p.Column], rows: list[list], toks: list, sql: str,
+                 like_column: int = 0) -> list[bytes]:
+        """A SHOW's rows after its ``LIKE 'x'`` (on the first column) or ``WHERE …`` (any condition
+        over the result's columns, evaluated by the engine), as a result set."""
+        if toks:
+            word = toks[0][1].lower()
+            if word == "like" and len(toks) == 2 and toks[1][0] == "str":
                 rx = like_regex(_unquote(toks[1][1]))
-                match = lambda name: bool(rx.match(name))  # noqa: E731
-            elif words[0] == "where":
-                rows = [[name, "" if value is None else str(value)] for name, value in sorted(variables.items())]
-                cols = [p.Column("Variable_name"), p.Column("Value")]
-                return ResultSet(cols, filter_rows(cols, rows, _after_where(sql)), session.status)
+                rows = [r for r in rows if rx.match(str(r[like_column]))]
+            elif word == "where":
+                rows = self.engine.filter_rows([c.name for c in cols], rows, _after_where(sql), self.view(session))
             else:
                 raise parse_error(sql)
-        rows = [[name, "" if value is None else str(value)] for name, value in sorted(variables.items())
-                if match(name)]
-        return ResultSet(["Variable_name", "Value"], rows, session.status)
+        return ResultSet(cols, rows, session.status)
 
     def _show_binlog_events(self, session: Session, toks, sql: str) -> list[bytes]:
         name = None
@@ -550,42 +602,7 @@ def _after_where(sql: str) -> str:
     return _after_keyword(sql, "where")
 
 
-def _reads_tables(words: list[str]) -> bool:
-    """A SELECT with a FROM other than DUAL (the tokens are outside quotes)."""
-    for i, word in enumerate(words):
-        if word == "from" and i + 1 < len(words) and words[i + 1] != "dual":
-            return True
-    return False
-
-
 def _strip_ident(text: str) -> str:
     if text[:1] in "`'\"":
         return _unquote(text) if text[0] != "`" else text[1:-1]
     return text
-
-
-def _split_items(body: str) -> list[str]:
-    """Split a SELECT list at top-level commas (not inside quotes or parentheses)."""
-    items, depth, quote, start = [], 0, None, 0
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
-                quote = None
-        elif c in "'\"`":
-            quote = c
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "," and depth == 0:
-            items.append(body[start:i])
-            start = i + 1
-        i += 1
-    items.append(body[start:])
-    if any(not item.strip() for item in items):
-        raise parse_error(body)
-    return items

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import ssl
 import struct
 import sys
@@ -48,9 +47,9 @@ COM_SET_OPTION = 0x1B
 COM_BINLOG_DUMP_GTID = 0x1E
 COM_RESET_CONNECTION = 0x1F
 
-_SLOW_QUERY = re.compile(r"\s*show\s+binlog\s+events\b", re.I)
-# Queries up to this size are answered on the event loop (microseconds); longer ones, and SHOW BINLOG
-# EVENTS (reads a file), by the bounded worker threads, so no session's query stalls another's.
+# Queries up to this size made of quick statements (constants, variables, the server's state) are
+# answered on the event loop; longer ones, and any that reads tables or a file (QueryHandler.answer_inline),
+# by the bounded worker threads within their time budget, so no session's query stalls another's.
 _INLINE_QUERY = 4096
 _SWITCH_INTERVAL = 0.0005
 
@@ -323,7 +322,9 @@ class BinlogServer:
             elif cmd == COM_RESET_CONNECTION:
                 session.reset()
                 conn.send([p.ok_packet(status=session.status)])
-            elif cmd == COM_SET_OPTION:
+            elif cmd == COM_SET_OPTION:   # MYSQL_OPTION_MULTI_STATEMENTS_ON (0) / _OFF (1)
+                if len(payload) >= 3:
+                    session.multi_statements = payload[1] == 0
                 conn.send([p.eof_packet(session.status)])
             elif cmd == COM_STATISTICS:
                 conn.send([f"Uptime: 1  Threads: {len(self._conns)}".encode()])
@@ -341,9 +342,11 @@ class BinlogServer:
 
     async def _query(self, conn: _Connection, payload: bytes) -> None:
         sql = payload[1:].decode("utf-8", "replace")
-        if len(payload) <= _INLINE_QUERY and not _SLOW_QUERY.match(sql):
-            conn.send(self.queries.handle(conn.session, sql))     # (PURGE logs its outcome: queries)
-            return
+        if len(payload) <= _INLINE_QUERY:
+            answer = self.queries.answer_inline(conn.session, sql)   # (PURGE logs its outcome: queries)
+            if answer is not None:
+                conn.send(answer)
+                return
         await self._in_worker(conn, self.queries.handle, conn.session, sql)
 
     async def _in_worker(self, conn: _Connection, answer: Callable[[Session, object], list[bytes]],

@@ -4,23 +4,17 @@
 ``SHOW GRANTS``, ``SHOW CHARACTER SET``, ``SHOW COLLATION``, ``SHOW ENGINES``, ``SHOW [GLOBAL] STATUS``.
 
 Every one takes ``LIKE 'pattern'`` or ``WHERE <condition>`` as MySQL does: the rows are filtered by the
-same SQLite engine the information_schema SELECTs use (``filter_rows``), so any condition on the
-result's column names works.
+engine the SELECTs use (``QueryHandler.filtered``, ``SqlEngine.filter_rows``), so any condition on
+the result's column names works.
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
-
-import sqlglot
-from sqlglot.errors import SqlglotError
 
 from dumper.server import protocol as p
 from dumper.server.catalog import Catalog, CatalogTable, quote
-from schema_shaper.filters import like_regex
 
 if TYPE_CHECKING:
     from dumper.server.queries import QueryHandler, Session
@@ -42,26 +36,6 @@ class ShowError(Exception):
         self.code = code
         self.message = message
         self.sqlstate = sqlstate
-
-
-def filter_rows(columns: Sequence[p.Column], rows: list[list], condition: str) -> list[list]:
-    """The rows for which the MySQL ``WHERE`` condition over the result's columns is true."""
-    names = [c.name for c in columns]
-    try:
-        where = sqlglot.parse_one(f"SELECT 1 FROM t WHERE {condition}", read="mysql").sql(dialect="sqlite")
-    except SqlglotError as exc:
-        raise ShowError(1064, f"You have an error in your SQL syntax near '{condition[:80]}'", "42000") from exc
-    db = sqlite3.connect(":memory:")
-    try:
-        db.execute("CREATE TABLE t (" + ", ".join(f'"{n}"' for n in names) + ", __i INTEGER)")
-        db.executemany(f"INSERT INTO t VALUES ({', '.join('?' * (len(names) + 1))})",
-                       [[*row, i] for i, row in enumerate(rows)])
-        keep = {r[0] for r in db.execute(where.replace("SELECT 1 FROM", "SELECT __i FROM", 1))}
-    except sqlite3.Error as exc:
-        raise ShowError(1054, f"Unknown column in 'where clause': {exc}", "42S22") from None
-    finally:
-        db.close()
-    return [row for i, row in enumerate(rows) if i in keep]
 
 
 class ShowSchema:
@@ -117,24 +91,14 @@ class ShowSchema:
             return self.handler.result(cols, rows, session)
         if head == "status":
             cols = [p.Column("Variable_name"), p.Column("Value")]
-            rows = [["Threads_connected", str(len(self.handler.server.sessions()))], ["Uptime", "1"]]
+            rows = [[name, str(value)] for name, value in self.handler.status_rows()]
             return self._filtered(session, cols, rows, toks[1:], sql)
         return None
 
     # -- helpers -----------------------------------------------------------------------------------
     def _filtered(self, session: Session, cols: list[p.Column], rows: list[list], toks: list, sql: str,
                   like_column: int = 0) -> list[bytes]:
-        """``LIKE 'x'`` (on the first column) or ``WHERE …`` after the statement, then the result."""
-        if toks:
-            word = toks[0][1].lower()
-            if word == "like" and len(toks) == 2 and toks[1][0] == "str":
-                rx = like_regex(self.handler.unquote(toks[1][1]))
-                rows = [r for r in rows if rx.match(str(r[like_column]))]
-            elif word == "where":
-                rows = filter_rows(cols, rows, _after_keyword(sql, "where"))
-            else:
-                raise self.handler.parse_error(sql)
-        return self.handler.result(cols, rows, session)
+        return self.handler.filtered(session, cols, rows, toks, sql, like_column)
 
     def _db_name(self, session: Session, name: str | None) -> str:
         db = name or session.db
@@ -248,7 +212,7 @@ class ShowSchema:
 
     def _grants(self, session: Session) -> list[bytes]:
         # What a replication/CDC user needs and all this endpoint serves; admins may PURGE too.
-        privileges = "SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT"
+        privileges = "SELECT, RELOAD, SHOW DATABASES, LOCK TABLES, REPLICATION SLAVE, REPLICATION CLIENT"
         if session.admin:
             privileges += ", SUPER"
         text = f"GRANT {privileges} ON *.* TO `{session.user}`@`%`"
