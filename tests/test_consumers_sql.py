@@ -339,7 +339,7 @@ REFUSED = ["INSERT INTO ddl.t1 VALUES (1, 'a', 'x', 0)", "UPDATE ddl.t1 SET amou
            "REPLACE INTO ddl.t1 VALUES (1)", "CREATE TABLE ddl.x (id int)", "DROP TABLE ddl.t1",
            "ALTER TABLE ddl.t1 ADD COLUMN z int", "TRUNCATE TABLE ddl.t1", "RENAME TABLE ddl.t1 TO ddl.t9",
            "CREATE DATABASE x", "DROP DATABASE ddl", "GRANT ALL ON *.* TO x", "LOAD DATA INFILE 'f' INTO TABLE t1",
-           "FLUSH PRIVILEGES", "LOCK TABLES ddl.t1 WRITE", "CALL p()", "RESET MASTER", "KILL 1",
+           "FLUSH PRIVILEGES", "LOCK TABLES ddl.t1 WRITE", "CALL p()", "RESET MASTER",
            "CHANGE MASTER TO MASTER_HOST='x'", "XA START 'x'", "OPTIMIZE TABLE ddl.t1"]
 
 

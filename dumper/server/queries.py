@@ -13,7 +13,8 @@ ERR 1193.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +29,15 @@ from dumper.server.catalog import CachedCatalog, Catalog
 from dumper.server.errors import QueryError, syntax_error
 from dumper.server.gtid_dump import GtidFiles
 from dumper.server.logtext import session_log
+from dumper.server.operators import (
+    ER_QUERY_INTERRUPTED,
+    diagnostics,
+    kill,
+    processlist_rows,
+    replica_status,
+    show_processlist,
+    statement_kind,
+)
 from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
 from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword
@@ -65,6 +75,13 @@ class Session:
     multi_statements: bool = False     # CLIENT_MULTI_STATEMENTS at login, or COM_SET_OPTION
     more_results: bool = False         # answering a statement that another follows in the query
     pin: Pin | None = None             # a read lock's moment (``snapshot``)
+    port: int = 0                      # the client's port (PROCESSLIST's Host is host:port)
+    command: str = "Sleep"             # PROCESSLIST: Sleep, Query, Binlog Dump, Binlog Dump GTID
+    since: float = field(default_factory=time.monotonic)   # when the command began (PROCESSLIST's Time)
+    info: str | None = None            # the statement running
+    diagnostics: list[tuple[str, int, str]] = field(default_factory=list)   # SHOW WARNINGS: the last error
+    interrupt: Callable[[], None] | None = None   # stops the statement running (KILL QUERY)
+    killed: bool = False               # KILL QUERY asked for the running statement
 
     @property
     def status(self) -> int:
@@ -94,7 +111,7 @@ class ResultSet(list):
 READ_ONLY_REFUSED = frozenset({
     "insert", "update", "delete", "replace", "create", "drop", "alter", "truncate", "rename", "grant",
     "revoke", "load", "call", "handler", "lock", "flush", "optimize", "analyze", "repair", "check",
-    "install", "uninstall", "import", "kill", "reset", "change", "stop", "xa", "savepoint", "release",
+    "install", "uninstall", "import", "reset", "change", "stop", "xa", "savepoint", "release",
     "do", "cache", "shutdown", "restart", "clone", "prepare", "execute", "deallocate"})
 ER_OPTION_PREVENTS_STATEMENT = 1290
 
@@ -162,6 +179,7 @@ class Statement:
     tree: exp.Expression | None
 
 
+_PURGE_BEFORE = re.compile(r"\s*purge\s+(?:binary|master)\s+logs\s+before\b", re.I)
 _PARSED_HEADS = ("select", "with", "(", "set", "values", "table")
 # The catalog of the session being answered when it holds a read lock (``QueryHandler.catalog``).
 _PINNED_CATALOG: ContextVar[Catalog | None] = ContextVar("pinned_catalog", default=None)
@@ -192,6 +210,16 @@ def _parsed(text: str) -> Statement:
     if head is not None and head.group(0).lower() in _PARSED_HEADS:
         return Statement(text, parse_statement(text))
     return Statement(text, None)
+
+
+def _first_words(text: str) -> list[str]:
+    return [w.lower() for w in re.findall(r"\(|[A-Za-z_]+", text[:200])[:4]]
+
+
+def _log_text(text: str) -> str:
+    """A statement as the session log shows it: whitespace folded, cut at 300 characters."""
+    folded = " ".join(text.split())
+    return folded if len(folded) <= 300 else folded[:300] + f"… ({len(text)} chars)"
 
 
 # -- the handler --------------------------------------------------------------------------------------
@@ -229,15 +257,39 @@ class QueryHandler:
         return out
 
     def _answer(self, session: Session, statement: Statement) -> list[bytes]:
+        """One statement's answer; the session shows it in PROCESSLIST meanwhile, and the session log
+        (``-v``) records it with its outcome and time."""
         pinned = _PINNED_CATALOG.set(session.pin.catalog if session.pin else None)
+        words = _first_words(statement.text)
+        # SHOW WARNINGS/ERRORS and reading their counts leave the last statement's diagnostics in place
+        diagnostic = (words[:1] == ["show"] and any(w in ("warnings", "errors") for w in words[1:])
+                      or re.search(r"@@(?:session\.)?(?:warning|error)_count", statement.text[:200], re.I) is not None)
+        started = time.monotonic()
+        session.command, session.since, session.info, session.killed = "Query", started, statement.text, False
+        error: QueryError | ShowError | None = None
         try:
-            return self._dispatch(session, statement)
+            answer = self._dispatch(session, statement)
         except (QueryError, ShowError) as exc:
-            return [p.err_packet(exc.code, exc.message, exc.sqlstate)]
+            error = exc
         except (OSError, BinlogDirError) as exc:  # e.g. a file the index lists is gone
-            return [p.err_packet(1105, f"Unknown error: {exc}")]
+            error = QueryError(1105, f"Unknown error: {exc}")
         finally:
             _PINNED_CATALOG.reset(pinned)
+            session.command, session.since, session.info = "Sleep", time.monotonic(), None
+        if error is not None and session.killed:
+            error = QueryError(ER_QUERY_INTERRUPTED, "Query execution was interrupted")
+        self.server.counters.statement(statement_kind(words))
+        if error is not None:
+            session.diagnostics = [("Error", error.code, error.message)]
+            answer = [p.err_packet(error.code, error.message, error.sqlstate)]
+            outcome = f"ERROR {error.code}"
+        else:
+            if not diagnostic:
+                session.diagnostics = []
+            outcome = f"{len(answer.rows)} rows" if isinstance(answer, ResultSet) else "OK"
+        session_log.info("query conn=%d user=%s: %s -> %s in %.1f ms", session.conn_id, session.user,
+                         _log_text(statement.text), outcome, (time.monotonic() - started) * 1000)
+        return answer
 
     def answer_inline(self, session: Session, sql: str) -> list[bytes] | None:
         """The answer when every statement of ``sql`` is quick (constants, variables, SHOW of the
@@ -283,7 +335,8 @@ class QueryHandler:
         return SessionView(conn_id=session.conn_id, user=session.user, host=session.host, db=session.db,
                            user_vars=session.user_vars, variable=lambda name, scope: self.variable(session, name, scope),
                            version=cfg.version, server_variables=lambda scope: self.variable_rows(session, scope),
-                           status_rows=self.status_rows, processlist_rows=self.processlist_rows,
+                           status_rows=self.status_rows,
+                           processlist_rows=lambda: [tuple(r) for r in processlist_rows(self, session)],
                            time_budget=budget, max_rows=cfg.max_result_rows)
 
     def variable(self, session: Session, name: str, scope: str) -> object:
@@ -291,6 +344,8 @@ class QueryHandler:
         if scope == "session":
             if name == "autocommit":
                 return int(session.autocommit)
+            if name in ("warning_count", "error_count"):
+                return len(session.diagnostics)
             if name in session.variables:
                 return session.variables[name]
         return system_variables(self.server)[name]
@@ -303,11 +358,7 @@ class QueryHandler:
         return sorted(values.items())
 
     def status_rows(self) -> list[tuple[str, object]]:
-        return [("Threads_connected", len(self.server.sessions())), ("Uptime", 1)]
-
-    def processlist_rows(self) -> list[tuple]:
-        return [(s.conn_id, s.user, s.host, s.db, "Binlog Dump" if s.slave else "Sleep", 0, "", None)
-                for s in self.server.sessions()]
+        return self.server.counters.rows(self.server.sessions())
 
     # -- helpers for the statement modules ------------------------------------------------------------
     def catalog(self) -> Catalog:
@@ -355,11 +406,15 @@ class QueryHandler:
         if isinstance(tree, exp.Set):
             self._set(session, tree)
             return [p.ok_packet(status=session.status)]
-        toks = tokenize(sql)
+        # PURGE … BEFORE takes any expression after BEFORE (the engine evaluates it): not tokens here
+        before = _PURGE_BEFORE.match(sql)
+        toks = tokenize(before.group(0) if before else sql)
         words = [v.lower() if k == "ident" else v for k, v in toks]
         head = words[0]
         if head == "show":
             return self._show(session, toks[1:], words[1:], sql)
+        if head == "kill":
+            return kill(self, session, words, sql)
         if head in ("desc", "describe", "explain") and len(toks) > 1 and words[1] != "select":
             return self._describe(session, toks[1:], sql)
         if head == "purge":
@@ -470,9 +525,13 @@ class QueryHandler:
                     rows.append([s.slave["server_id"], s.slave["host"], s.slave["port"],
                                  self.server.config.server_id, str(s.user_vars.get("slave_uuid") or "")])
             return ResultSet(cols, rows, session.status)
-        if w in (["warnings"], ["errors"]) or w[:2] in (["warnings", "limit"], ["errors", "limit"]):
-            return ResultSet([p.Column("Level"), p.Column("Code", p.TYPE_LONGLONG), p.Column("Message")],
-                                [], session.status)
+        if w[:1] in (["warnings"], ["errors"]) or w[:5] in (["count", "(", "*", ")", "warnings"],
+                                                          ["count", "(", "*", ")", "errors"]):
+            return diagnostics(self, session, ["show", *w])
+        if w in (["processlist"], ["full", "processlist"]):
+            return show_processlist(self, session, full=w[0] == "full")
+        if w in (["slave", "status"], ["replica", "status"]):
+            return replica_status(self, session, replica_names=w[0] == "replica")
         answer = self.show_schema.answer(session, w, toks, sql)
         if answer is not None:
             return answer
@@ -549,9 +608,20 @@ class QueryHandler:
             session_log.info("%s by user=%s from=%s conn=%d: %s", " ".join(sql.split()), session.user, session.host,
                              session.conn_id, outcome)
 
+    def _purge_before(self, session: Session, expression: str) -> float:
+        """PURGE … BEFORE's datetime expression (a literal, or ``NOW() - INTERVAL 1 DAY``) as a time."""
+        answer = self.engine.select(parse_statement(f"SELECT {expression}"), "", self.view(session))
+        value = answer.rows[0][0] if answer.rows else None
+        try:
+            return datetime.fromisoformat(str(value)).timestamp()
+        except ValueError:
+            raise QueryError(1292, f"Incorrect datetime value: '{value}'", "22007") from None
+
     def _purge_files(self, session: Session, toks, words: list[str], sql: str) -> list[bytes]:
-        if len(words) != 4 or words[0] not in ("binary", "master") or words[1] != "logs" \
-                or words[2] not in ("to", "before") or toks[3][0] != "str":
+        if words[2:3] == ["before"] and len(words) == 3 and _after_keyword(sql, "before"):
+            pass
+        elif len(words) != 4 or words[0] not in ("binary", "master") or words[1] != "logs" or words[2] != "to" \
+                or toks[3][0] != "str":
             raise parse_error(sql)
         if not session.admin:
             raise QueryError(p.ER_SPECIFIC_ACCESS_DENIED, "Access denied; you need (at least one of) the "
@@ -562,16 +632,13 @@ class QueryHandler:
             raise QueryError(1290, why, "HY000")
         bdir = self.server.bdir
         files = bdir.files()
-        arg = _unquote(toks[3][1])
         if words[2] == "to":
+            arg = _unquote(toks[3][1])
             if arg not in files:
                 raise QueryError(p.ER_UNKNOWN_TARGET_BINLOG, "Target log not found in binlog index")
             keep_from = arg
         else:
-            try:
-                before = datetime.fromisoformat(arg).timestamp()
-            except ValueError:
-                raise QueryError(1292, f"Incorrect datetime value: '{arg}'", "22007") from None
+            before = self._purge_before(session, _after_keyword(sql, "before"))
             keep_from = files[-1] if files else None
             # The newest file is never purged; older ones go while their last write is before `before`.
             for name in files[:-1]:

@@ -14,6 +14,7 @@ import ssl
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -28,6 +29,7 @@ from dumper.server.dump import BinlogDump, DumpError, DumpRequest
 from dumper.server.gtid_dump import dump_request
 from dumper.server.login import login, session_log
 from dumper.server.login_throttle import LoginThrottle
+from dumper.server.operators import ServerCounters
 from dumper.server.prepared import STMT_COMMANDS
 from dumper.server.queries import QueryHandler, Session
 from dumper.server.replicas import ReplicaStats
@@ -75,13 +77,15 @@ def _lower_priority() -> None:
 
 
 class _Connection:
-    __slots__ = ("session", "writer", "dump", "seq", "secure", "peer_port", "handshake")
+    __slots__ = ("session", "writer", "dump", "seq", "secure", "peer_port", "handshake", "task", "counters")
 
     def __init__(self, session: Session, writer: asyncio.StreamWriter, peer_port: int = 0) -> None:
         self.session = session
         self.writer = writer
         self.dump: BinlogDump | None = None
         self.seq = 0
+        self.task: asyncio.Task | None = None      # the connection's own task (KILL cancels it)
+        self.counters: ServerCounters | None = None
         self.secure = False
         self.peer_port = peer_port
         self.handshake: asyncio.Timeout | None = None   # the login's deadline (a login delay extends it)
@@ -91,7 +95,10 @@ class _Connection:
         for payload in payloads:
             data, self.seq = p.frame(payload, self.seq)
             out.append(data)
-        self.writer.write(b"".join(out))
+        data = b"".join(out)
+        if self.counters is not None:
+            self.counters.add("Bytes_sent", len(data))
+        self.writer.write(data)
 
 
 class BinlogServer:
@@ -117,6 +124,7 @@ class BinlogServer:
         self._open = 0                            # connections accepted and not yet closed
         self._background: set[asyncio.Future] = set()   # retention, replica figures
         self.stats = ReplicaStats(self, config.stats_interval)
+        self.counters = ServerCounters()           # SHOW GLOBAL STATUS
         self._conns: dict[int, _Connection] = {}
         self._tasks: set[asyncio.Task] = set()
         self._next_id = 1
@@ -178,6 +186,23 @@ class BinlogServer:
 
     def sessions(self) -> list[Session]:
         return [c.session for c in self._conns.values()]
+
+    def kill(self, conn_id: int, *, query_only: bool = False) -> None:
+        """KILL: end connection ``conn_id`` (a dump stops with it), or with ``query_only`` interrupt
+        its running statement (a dump has none: KILL QUERY ends it too). From any thread."""
+        conn = self._conns.get(conn_id)
+        if conn is None or self._loop is None:
+            return
+        session = conn.session
+        if query_only and conn.dump is None:
+            if session.command == "Query":
+                session.killed = True
+                if session.interrupt is not None:
+                    session.interrupt()
+            return
+        session_log.info("conn=%d user=%s killed", conn_id, session.user)
+        if conn.task is not None:
+            self._loop.call_soon_threadsafe(conn.task.cancel)
 
     def files_in_use(self) -> set[str]:
         """Files a connected dump is reading, or may still read (the files after its current one)."""
@@ -258,7 +283,9 @@ class BinlogServer:
         conn_id = self._next_id
         self._next_id += 1
         peer = writer.get_extra_info("peername") or ("?", 0)
-        conn = _Connection(Session(conn_id, str(peer[0])), writer, int(peer[1]))
+        conn = _Connection(Session(conn_id, str(peer[0]), port=int(peer[1])), writer, int(peer[1]))
+        conn.task = task
+        conn.counters = self.counters
         self._open += 1
         try:
             if self._open > self.config.max_connections:
@@ -267,6 +294,7 @@ class BinlogServer:
             writer.transport.set_write_buffer_limits(high=self.config.write_buffer)
             async with asyncio.timeout(self.config.handshake_timeout) as conn.handshake:
                 ok = await login(self, conn, reader)
+            self.counters.add("Connections" if ok else "Aborted_connects")
             if ok:
                 self._conns[conn_id] = conn
                 await self._commands(conn, reader)
@@ -303,6 +331,7 @@ class BinlogServer:
                                  session.conn_id, session.user, exc.size)
                 return
             conn.seq = (seq + 1) & 0xFF
+            self.counters.add("Bytes_received", len(payload) + 4)
             if not payload:
                 raise p.ProtocolError("empty command packet")
             cmd = payload[0]
@@ -416,6 +445,7 @@ class BinlogServer:
         dump.seq = conn.seq
         conn.dump = dump
         s = conn.session
+        s.command, s.since, s.info = ("Binlog Dump GTID" if by_gtid else "Binlog Dump"), time.monotonic(), None
         session_log.info("dump start conn=%d user=%s from=%s:%d server_id=%d at %s:%d tls=%s", s.conn_id, s.user,
                          s.host, conn.peer_port, request.server_id, request.file, request.position,
                          "yes" if conn.secure else "no")
@@ -430,6 +460,7 @@ class BinlogServer:
                     t.cancel()
             await asyncio.gather(dump_task, gone, return_exceptions=True)
             conn.dump = None
+            self.counters.add("Bytes_sent", dump.bytes_sent)
             session_log.info("dump stop conn=%d user=%s server_id=%d at %s:%d (%d events, %d bytes sent)",
                              s.conn_id, s.user, request.server_id, dump.file, dump.position, dump.events_sent,
                              dump.bytes_sent)
