@@ -16,7 +16,7 @@ import pytest
 
 from dumper.server import ServerConfig, start_in_thread
 from tests.test_consumers_sql import outputs  # noqa: F401 - the module fixture the server reads
-from tests.test_server_support import PASSWORD, USER, USERS
+from tests.test_server_support import PASSWORD, USER, USERS, RawClient, header
 
 # Connector/J 9.1.0's first statement on every connection (NativeSession.loadServerVariables),
 # with its leading comment: the 9.x driver sends it so by default.
@@ -145,7 +145,8 @@ def test_several_statements_in_one_query_only_when_the_client_asks(server):
 @pytest.mark.slow
 def test_a_heavy_query_ends_at_its_budget_while_others_answer_at_once(server):
     """While one session runs a query over billions of rows, another's SELECT 1 answers within
-    100 ms every time; the heavy one ends with ERR 3024 at its budget (MySQL's max_execution_time)."""
+    100 ms every time and a dump's heartbeats (200 ms) keep coming at under twice their period; the
+    heavy one ends with ERR 3024 at its budget (MySQL's max_execution_time)."""
     outcome: dict = {}
 
     def heavy() -> None:
@@ -158,9 +159,29 @@ def test_a_heavy_query_ends_at_its_budget_while_others_answer_at_once(server):
                 outcome["error"] = exc.args
             outcome["took"] = time.monotonic() - t0
 
+    # a dump at the end of the files, heartbeats every 200 ms
+    files = [line.strip()[2:] for line in (server.server.bdir.path / "binlog.index").read_text().splitlines()]
+    dump = RawClient(server.port, USER, PASSWORD)
+    dump.query("SET @master_heartbeat_period = 200000000")
+    dump.query("SET @master_binlog_checksum = 'CRC32'")
+    events = dump.dump(files[-1], server.server.bdir.size(files[-1]), flags=0)
+    beats: list[float] = []
+    stop = threading.Event()
+
+    def watch_heartbeats() -> None:
+        for event in events:
+            if header(event)[1] == 27:
+                beats.append(time.monotonic())
+            if stop.is_set():
+                return
+
+    watcher = threading.Thread(target=watch_heartbeats, daemon=True)
+    watcher.start()
     thread = threading.Thread(target=heavy)
     with connect(server.port) as probe:
+        time.sleep(0.5)
         thread.start()
+        started = time.monotonic()
         time.sleep(0.2)
         gaps = []
         while thread.is_alive():
@@ -169,9 +190,15 @@ def test_a_heavy_query_ends_at_its_budget_while_others_answer_at_once(server):
             gaps.append(time.monotonic() - t0)
             time.sleep(0.02)
         thread.join()
+        ended = time.monotonic()
+    stop.set()
+    dump.close()
     assert outcome["error"][0] == 3024, outcome
     assert 1.9 <= outcome["took"] < 4, outcome
     assert len(gaps) > 20 and max(gaps) < 0.1, (max(gaps), statistics.median(gaps))
+    during = [b for b in beats if started - 0.4 <= b <= ended + 0.4]
+    beat_gaps = [b - a for a, b in zip(during, during[1:], strict=False)]
+    assert len(beat_gaps) >= 8 and max(beat_gaps) < 0.4, beat_gaps      # under 2x the period
 
 
 def test_a_read_lock_pins_the_sessions_position_and_schema_while_the_files_grow(tmp_path):
