@@ -106,6 +106,9 @@ class Settings:
     # a GTID event before every transaction and PREVIOUS_GTIDS in every file (dumper.gtid); off for
     # consumers that cannot take them
     gtids: bool = True
+    # the ``# POLARX_*`` lines before each DDL statement (schema_shaper.query.ddl_text); off for
+    # consumers whose DDL parsers do not skip comment lines
+    ddl_comments: bool = True
 
     def output_settings(self) -> dict:
         out = {"server_id": self.server_id, "server_version": self.server_version,
@@ -113,6 +116,8 @@ class Settings:
                "gtids": self.gtids}
         if self.filter:
             out["filter"] = self.filter
+        if not self.ddl_comments:    # recorded only when off: outputs made before the setting stay valid
+            out["ddl_comments"] = False
         return out
 
 
@@ -293,10 +298,11 @@ class Pipeline:
         # out with the same bytes: else the directory holds another cluster's binlog.
         self.replay = self.state is None and self.skip is not None
         on_error = self.settings.on_error
+        comments = self.settings.ddl_comments
         if self.skip and not self.replay:
-            shaper = Shaper.as_of(self.store, self.skip, on_error=on_error)
+            shaper = Shaper.as_of(self.store, self.skip, on_error=on_error, ddl_comments=comments)
         else:
-            shaper = Shaper(store=self.store, on_error=on_error)
+            shaper = Shaper(store=self.store, on_error=on_error, ddl_comments=comments)
         self.binlog.before_write = shaper.defer_store_sync()   # the meta store is synced before each write
         self.schema = shaper
         table_filter = TableFilter.from_settings(self.settings.filter)

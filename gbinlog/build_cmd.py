@@ -15,7 +15,7 @@ from gbinlog.cli_errors import OneLineErrors
 BUILD_KEYS = {"dn": list, "out": str, "server_id": int, "server_version": str, "max_file_size": (int, str),
               "heartbeat_interval": int, "meta_store": str, "checkpoint_seconds": (int, float), "checkpoint_bytes": (int, str),
               "on_error": str, "engine": str, "master": str, "conf": dict, "workers": bool, "gtids": bool,
-              "file_mode": str}
+              "ddl_comments": bool, "file_mode": str}
 CONFIG_EXAMPLE = """\
 [build]
 dn = ["/data/dn0", "/data/dn1"]     # DN binlog directories (added to --dn)
@@ -30,6 +30,7 @@ checkpoint_bytes = "64MB"           # … or after this much output
 on_error = "raise"                  # or "skip": shaping errors skip the block with a warning
 workers = false                     # extract each DN in a worker process (default: off)
 gtids = true                        # GTID events + PREVIOUS_GTIDS (a MySQL 8 replica with auto-position)
+ddl_comments = true                 # the # POLARX_* lines before each DDL statement
 file_mode = "0640"                  # mode of the files written; directories get x where r (0750)
 engine = "local"                    # or "spark"
 """
@@ -128,6 +129,9 @@ class _Bar:
               help="Extract each DN in a worker process (default: off; see bench/build.py).")
 @click.option("--gtids/--no-gtids", default=None,
               help="A GTID event before every transaction and PREVIOUS_GTIDS in every file (default: on).")
+@click.option("--ddl-comments/--no-ddl-comments", default=None,
+              help="The # POLARX_* lines before each DDL statement (default: on); off for consumers whose "
+                   "DDL parsers do not skip comment lines.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 @click.option("--include", "includes", multiple=True, metavar="PATTERN",
               help="Only these databases/tables: 'db' or 'db.table', wildcards % _ (or * ?); repeatable.")
@@ -139,7 +143,8 @@ class _Bar:
 @click.option("--file-mode", metavar="MODE",
               help="Mode of the files written, octal (default 0640); directories get x where r (0750).")
 def build_command(dns, out, config, max_file_size, server_id, server_version, meta_store, resume, engine, master,
-                  confs, workers, gtids, progress, includes, excludes, cluster_stopped, file_mode) -> None:
+                  confs, workers, gtids, ddl_comments, progress, includes, excludes, cluster_stopped,
+                  file_mode) -> None:
     """Build the global binlog of DN binlog directories: extract → merge → shape → dump.
 
     Resumable: on an existing output directory it recovers the files (anything after the last
@@ -160,12 +165,16 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
     if not out:
         raise click.UsageError("give --out DIR (or build.out in --config)")
     settings = _settings_of(cfg, includes, excludes, max_file_size=max_file_size, server_id=server_id,
-                            server_version=server_version, meta_store=meta_store, workers=workers, gtids=gtids)
+                            server_version=server_version, meta_store=meta_store, workers=workers, gtids=gtids,
+                            ddl_comments=ddl_comments)
     _set_file_mode(file_mode, cfg)
     engine = engine or cfg.get("engine", "local")
     if engine == "spark":
         if settings.filter:
             raise click.UsageError("--include/--exclude ([filter]) are not supported with --engine spark yet")
+        if not settings.ddl_comments:
+            raise click.UsageError("--no-ddl-comments (ddl_comments = false) is not supported with --engine "
+                                   "spark yet")
         if cluster_stopped:
             raise click.UsageError("--cluster-stopped is not supported with --engine spark yet: finish the "
                                    "output with --engine local (it resumes a Spark build's directory)")
@@ -203,7 +212,7 @@ def _settings_of(cfg: dict[str, Any], includes, excludes, **options) -> Any:
 
     settings = Settings()
     for key in ("server_id", "server_version", "max_file_size", "heartbeat_interval", "meta_store",
-                "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers", "gtids"):
+                "checkpoint_seconds", "checkpoint_bytes", "on_error", "workers", "gtids", "ddl_comments"):
         if key in cfg:
             setattr(settings, key, cfg[key])
     flt = cfg.get("filter", {})

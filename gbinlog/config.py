@@ -143,6 +143,7 @@ class OutputConfig:
     rotate_size: int = DEFAULT_ROTATE_SIZE
     server_version: str = DEFAULT_OUTPUT_VERSION
     gtids: bool = True
+    ddl_comments: bool = True          # the # POLARX_* lines before each DDL statement
     expire_logs_seconds: float = 0.0   # purge files older than this (0 = keep); see dumper/server/retention.py
     max_total_size: int = 0            # purge oldest files while the total is above this (0 = no limit)
     file_mode: str = "0640"            # mode of the files written (directories: + x where r); gbinlog.process

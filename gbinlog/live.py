@@ -247,7 +247,8 @@ class LiveRunner:
         meta = cfg.metadb or "meta.db"
         return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
                         max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
-                        flush_seconds=FLUSH_BOUND_S, filter=cfg.filter.settings(), gtids=cfg.output.gtids)
+                        flush_seconds=FLUSH_BOUND_S, filter=cfg.filter.settings(), gtids=cfg.output.gtids,
+                        ddl_comments=cfg.output.ddl_comments)
 
     def _recover(self) -> None:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must

@@ -27,8 +27,11 @@ from schema_shaper.types import mariadb_charset_id, sql_mode_bits
 UTF8MB4_GENERAL_CI = 45
 
 
-def ddl_text(origin_sql: str, vtso: str, ddl_id: int | str, mysql_sql: str) -> str:
-    """The ``# POLARX_*`` header lines and the MySQL-compatible statement."""
+def ddl_text(origin_sql: str, vtso: str, ddl_id: int | str, mysql_sql: str, *, comments: bool = True) -> str:
+    """The ``# POLARX_*`` header lines and the MySQL-compatible statement; without ``comments`` the
+    statement alone (for consumers whose DDL parsers do not skip comment lines)."""
+    if not comments:
+        return mysql_sql
     lines = []
     if "\n" in origin_sql or "\r" in origin_sql:
         lines.append("# POLARX_ORIGIN_SQL_ENCODE=BASE64")

@@ -81,15 +81,17 @@ class Shaper(SchemaState):
 
     ``store``: where history is persisted (None: nowhere). ``on_error``: ``"raise"`` (a
     ``ShapeError`` stops the stream) or ``"skip"`` (the offending block or DDL is left out with a
-    ``logging.warning``).
+    ``logging.warning``). ``ddl_comments``: DDL query events lead with the ``# POLARX_*`` lines
+    (``schema_shaper.query.ddl_text``), as the system we follow writes them.
     """
 
-    def __init__(self, *, store: MetaStore | None = None, on_error: str = "raise") -> None:
+    def __init__(self, *, store: MetaStore | None = None, on_error: str = "raise", ddl_comments: bool = True) -> None:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         super().__init__()
         self.store = store
         self.on_error = on_error
+        self.ddl_comments = ddl_comments
         self._plans: dict[bytes, TablePlan] = {}
         self._stored_upto = (store.last_vtso() or "") if store is not None else ""
         self._deferred = False      # the store is synced by whoever calls ``sync_store`` (defer_store_sync)
@@ -374,7 +376,8 @@ class Shaper(SchemaState):
         known = self.topology.db(target)
         charset = (stmt.charset if isinstance(stmt, CreateDatabase) and stmt.charset else
                    known.charset if known is not None else None)
-        text = ddl_text(entry.ddl, entry.vtso, ext.get("ddlId") or entry.job_id or 0, mysql_sql)
+        text = ddl_text(entry.ddl, entry.vtso, ext.get("ddlId") or entry.job_id or 0, mysql_sql,
+                        comments=self.ddl_comments)
         query = ddl_query_payload(db=db, text=text, updated_db=target, charset=charset,
                                   sql_mode=ext.get("sqlMode"), flags2=int(ext.get("flags2") or 0))
         server_id = ext.get("serverId")
