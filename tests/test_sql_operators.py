@@ -151,3 +151,34 @@ def test_the_session_log_shows_each_statement_with_its_answer(served, caplog):
     assert any("SET @x = 'a forged: line' -> OK" in m for m in lines), lines
     assert all("\n" not in m for m in lines)
     assert not any(line.startswith(("user", "forged")) for line in text.splitlines())
+
+
+def test_kill_query_interrupts_a_running_statement_and_the_session_goes_on(served):
+    h, _ = served
+    heavy = ("SELECT MAX(CONCAT(" + ", ".join(f"{t}.COLLATION_NAME" for t in "abcdefghij") + ")) FROM "
+             + ", ".join(f"information_schema.COLLATIONS {t}" for t in "abcdefghij"))
+    with connect(h.port, "repl") as runner, connect(h.port, "repl") as killer:
+        runner_id = rows(runner, "SELECT CONNECTION_ID()")[1][0][0]
+        outcome: dict = {}
+
+        def run() -> None:
+            t0 = time.monotonic()
+            try:
+                rows(runner, heavy)
+            except pymysql.err.MySQLError as exc:
+                outcome["error"] = exc.args
+            outcome["took"] = time.monotonic() - t0
+
+        import threading
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 5
+        while not [r for r in rows(killer, "SHOW PROCESSLIST")[1] if r[0] == runner_id and r[4] == "Query"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        time.sleep(0.5)                                   # inside the engine by now
+        rows(killer, f"KILL QUERY {runner_id}")
+        thread.join(10)
+        assert outcome["error"] == (1317, "Query execution was interrupted"), outcome
+        assert 0.5 < outcome["took"] < 3, outcome         # the budget (10 s) did not end it
+        assert rows(runner, "SELECT 1")[1] == [(1,)]      # the connection goes on

@@ -212,6 +212,14 @@ def _parsed(text: str) -> Statement:
     return Statement(text, None)
 
 
+def _running(session: Session, interrupt: Callable[[], None] | None) -> None:
+    """The engine's statement of ``session`` started (its interrupt) or ended (None); a KILL QUERY
+    that came before it started ends it now."""
+    session.interrupt = interrupt
+    if interrupt is not None and session.killed:
+        raise QueryError(ER_QUERY_INTERRUPTED, "Query execution was interrupted")
+
+
 def _first_words(text: str) -> list[str]:
     return [w.lower() for w in re.findall(r"\(|[A-Za-z_]+", text[:200])[:4]]
 
@@ -337,7 +345,8 @@ class QueryHandler:
                            version=cfg.version, server_variables=lambda scope: self.variable_rows(session, scope),
                            status_rows=self.status_rows,
                            processlist_rows=lambda: [tuple(r) for r in processlist_rows(self, session)],
-                           time_budget=budget, max_rows=cfg.max_result_rows)
+                           time_budget=budget, max_rows=cfg.max_result_rows,
+                           running=lambda interrupt: _running(session, interrupt))
 
     def variable(self, session: Session, name: str, scope: str) -> object:
         """A system variable's value for ``session`` (its own SET first); KeyError if none is named so."""

@@ -68,6 +68,8 @@ class SessionView:
     processlist_rows: Callable[[], list[tuple]]
     time_budget: float                              # seconds
     max_rows: int
+    # told the running statement's interrupt while it runs, then None (KILL QUERY calls it)
+    running: Callable[[Callable[[], None] | None], None] = lambda interrupt: None
 
 
 class Answer:
@@ -467,7 +469,9 @@ class EngineDatabase:
             con = self._local.con = self._db.cursor()
         return con
 
-    def run(self, sql: str, time_budget: float, max_rows: int) -> tuple[list[tuple], list[list[object]]]:
+    def run(self, sql: str, time_budget: float, max_rows: int,
+            running: Callable[[Callable[[], None] | None], None] = lambda interrupt: None,
+            ) -> tuple[list[tuple], list[list[object]]]:
         """(DuckDB's description, rows) of ``sql``; ERR 3024 past the time budget, ERR 1104 past the
         row budget."""
         duckdb = self._duckdb
@@ -476,6 +480,7 @@ class EngineDatabase:
         timer.daemon = True
         timer.start()
         try:
+            running(con.interrupt)
             cur = con.execute(sql)
             rows = cur.fetchmany(max_rows + 1)
             description = cur.description or []
@@ -489,6 +494,7 @@ class EngineDatabase:
             raise engine_error(str(exc)) from None
         finally:
             timer.cancel()
+            running(None)
         if len(rows) > max_rows:
             raise QueryError(ER_TOO_BIG_SELECT, f"The SELECT would return more than {max_rows} rows "
                                                 "(max_result_rows); narrow it (WHERE, LIMIT)", "42000")
@@ -550,7 +556,7 @@ class SqlEngine:
             sql = mysql_semantics(routed).sql(dialect="duckdb")
         except SqlglotError as exc:
             raise QueryError(p.ER_NOT_SUPPORTED, f"This query is not supported here: {exc}", "42000") from None
-        description, rows = self.database().run(sql, view.time_budget, view.max_rows)
+        description, rows = self.database().run(sql, view.time_budget, view.max_rows, view.running)
         if names is None or len(names) != len(description):
             names = [d[0] for d in description]
         types = [p.TYPE_LONGLONG if n.upper() in INT_COLUMNS else mysql_type(d[1])
@@ -568,7 +574,7 @@ class SqlEngine:
         select = exp.select("__row").from_(table).where(where.this)
         sql = mysql_semantics(select).sql(dialect="duckdb")
         try:
-            _, kept = self.database().run(sql, view.time_budget, max(view.max_rows, len(rows)))
+            _, kept = self.database().run(sql, view.time_budget, max(view.max_rows, len(rows)), view.running)
         except QueryError as exc:
             if exc.code == 1105:
                 raise QueryError(1054, f"Unknown column in 'where clause': {exc.message}", "42S22") from None
