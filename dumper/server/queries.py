@@ -180,6 +180,7 @@ class Statement:
 
 
 _PURGE_BEFORE = re.compile(r"\s*purge\s+(?:binary|master)\s+logs\s+before\b", re.I)
+_SHOW = re.compile(r"\s*show\b", re.I)
 _PARSED_HEADS = ("select", "with", "(", "set", "values", "table")
 # The catalog of the session being answered when it holds a read lock (``QueryHandler.catalog``).
 _PINNED_CATALOG: ContextVar[Catalog | None] = ContextVar("pinned_catalog", default=None)
@@ -218,6 +219,15 @@ def _running(session: Session, interrupt: Callable[[], None] | None) -> None:
     session.interrupt = interrupt
     if interrupt is not None and session.killed:
         raise QueryError(ER_QUERY_INTERRUPTED, "Query execution was interrupted")
+
+
+def _up_to_where(sql: str) -> str:
+    """``sql`` up to and with its first WHERE outside quotes (all of it when it has none)."""
+    for m in re.finditer(r"\bwhere\b", sql, re.I):
+        before = sql[:m.start()]
+        if before.count("'") % 2 == 0 and before.count('"') % 2 == 0 and before.count("`") % 2 == 0:
+            return sql[:m.end()]
+    return sql
 
 
 def _first_words(text: str) -> list[str]:
@@ -415,9 +425,10 @@ class QueryHandler:
         if isinstance(tree, exp.Set):
             self._set(session, tree)
             return [p.ok_packet(status=session.status)]
-        # PURGE … BEFORE takes any expression after BEFORE (the engine evaluates it): not tokens here
+        # PURGE … BEFORE and SHOW … WHERE take any expression after the keyword (the engine evaluates
+        # it): the tokens stop at the keyword
         before = _PURGE_BEFORE.match(sql)
-        toks = tokenize(before.group(0) if before else sql)
+        toks = tokenize(before.group(0) if before else _up_to_where(sql) if _SHOW.match(sql) else sql)
         words = [v.lower() if k == "ident" else v for k, v in toks]
         head = words[0]
         if head == "show":
