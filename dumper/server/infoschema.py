@@ -14,6 +14,9 @@ from dumper.server.show_schema import CHARSETS, COLLATIONS
 
 INFO_SCHEMA = "information_schema"
 
+INFO_SCHEMA = "information_schema"
+PERF_SCHEMA = "performance_schema"
+
 STATIC_TABLES: dict[str, list[str]] = {
     "SCHEMATA": ["CATALOG_NAME", "SCHEMA_NAME", "DEFAULT_CHARACTER_SET_NAME", "DEFAULT_COLLATION_NAME",
                  "SQL_PATH", "DEFAULT_ENCRYPTION"],
@@ -52,6 +55,19 @@ STATIC_TABLES: dict[str, list[str]] = {
                  "EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE", "ACTION_STATEMENT", "ACTION_TIMING", "DEFINER"],
     "PARTITIONS": ["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "PARTITION_NAME", "SUBPARTITION_NAME",
                    "PARTITION_ORDINAL_POSITION", "PARTITION_METHOD", "PARTITION_EXPRESSION", "TABLE_ROWS"],
+}
+# The server's own tables, given to each statement as VALUES of their rows at that moment
+# (``dumper.server.sql_engine.route_tables``).
+DYNAMIC_TABLES: dict[tuple[str, str], tuple[str, ...]] = {
+    (INFO_SCHEMA, "processlist"): ("ID", "USER", "HOST", "DB", "COMMAND", "TIME", "STATE", "INFO"),
+    (INFO_SCHEMA, "global_variables"): ("VARIABLE_NAME", "VARIABLE_VALUE"),
+    (INFO_SCHEMA, "session_variables"): ("VARIABLE_NAME", "VARIABLE_VALUE"),
+    (INFO_SCHEMA, "global_status"): ("VARIABLE_NAME", "VARIABLE_VALUE"),
+    (INFO_SCHEMA, "session_status"): ("VARIABLE_NAME", "VARIABLE_VALUE"),
+    (PERF_SCHEMA, "global_variables"): ("VARIABLE_NAME", "VARIABLE_VALUE"),
+    (PERF_SCHEMA, "session_variables"): ("VARIABLE_NAME", "VARIABLE_VALUE"),
+    (PERF_SCHEMA, "global_status"): ("VARIABLE_NAME", "VARIABLE_VALUE"),
+    (PERF_SCHEMA, "session_status"): ("VARIABLE_NAME", "VARIABLE_VALUE"),
 }
 # What a MySQL 8 server lists in information_schema.ENGINES (InnoDB the default).
 ENGINES = [("InnoDB", "DEFAULT", "Supports transactions, row-level locking, and foreign keys", "YES", "YES", "YES"),

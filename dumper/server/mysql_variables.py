@@ -257,6 +257,10 @@ MYSQL_80: dict[str, object] = {
 # the variable does not exist there.
 MYSQL_57_CHANGES: dict[str, object] = {
     "character_set_system": "utf8",
+    # 5.7 has no utf8mb4_0900_ai_ci (8.0's default): utf8mb4's default collation there is general_ci
+    "collation_connection": "utf8mb4_general_ci",
+    "collation_database": "utf8mb4_general_ci",
+    "collation_server": "utf8mb4_general_ci",
     "default_collation_for_utf8mb4": None,
     "binlog_expire_logs_seconds": None,
     "binlog_expire_logs_auto_purge": None,
@@ -308,3 +312,18 @@ def mysql_defaults(version: str) -> dict[str, object]:
             else:
                 values[name] = value
     return values
+
+
+# Variables whose value reads ON or OFF but that are enumerations, not booleans (SELECT @@gtid_mode gives
+# the word). Every other ON/OFF variable is a boolean, which SELECT @@var gives as 1 or 0 while SHOW
+# VARIABLES writes ON/OFF: MySQL's @@log_bin, @@read_only, @@performance_schema are 1 or 0.
+ENUM_ON_OFF = frozenset({"gtid_mode", "enforce_gtid_consistency", "query_cache_type", "session_track_gtids",
+                         "session_track_transaction_info", "event_scheduler", "delay_key_write",
+                         "concurrent_insert", "completion_type", "mysqlx"})
+
+
+def selected_value(name: str, value: object) -> object:
+    """A system variable's value as ``SELECT @@name`` gives it: a boolean's ON/OFF as 1/0."""
+    if isinstance(value, str) and value.upper() in ("ON", "OFF") and name.lower() not in ENUM_ON_OFF:
+        return int(value.upper() == "ON")
+    return value

@@ -42,7 +42,8 @@ from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
 from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword
 from dumper.server.snapshot import Pin, snapshot_statement
-from dumper.server.sql_engine import SessionView, SqlEngine, parse_statement
+from dumper.server.sql_bind import SessionView, parse_statement
+from dumper.server.sql_engine import SqlEngine
 from dumper.server.sqltext import UnclosedComment, split_statements, version_number
 from dumper.server.variables import system_variables
 from schema_shaper.filters import like_regex

@@ -85,10 +85,9 @@ class ShowSchema:
                     for n, cs, i in COLLATIONS]
             return self._filtered(session, cols, rows, toks[1:], sql)
         if head in ("engines", "storage") and words[-1] == "engines":
+            from dumper.server.infoschema import ENGINES  # (infoschema imports this module)
             cols = [p.Column(n) for n in ("Engine", "Support", "Comment", "Transactions", "XA", "Savepoints")]
-            rows = [["InnoDB", "DEFAULT", "Supports transactions, row-level locking, and foreign keys",
-                     "YES", "YES", "YES"]]
-            return self.handler.result(cols, rows, session)
+            return self.handler.result(cols, [list(e) for e in ENGINES], session)    # as information_schema.ENGINES
         if head == "status":
             cols = [p.Column("Variable_name"), p.Column("Value")]
             rows = [[name, str(value)] for name, value in self.handler.status_rows()]
@@ -138,7 +137,9 @@ class ShowSchema:
     def _tables(self, session: Session, toks: list, full: bool, sql: str) -> list[bytes]:
         db, toks = self._from_db(toks)
         db = self._db_name(session, db)
-        cols = [p.Column(f"Tables_in_{db}")] + ([p.Column("Table_type")] if full else [])
+        like = f" ({self.handler.unquote(toks[1][1])})" if len(toks) == 2 and toks[0][1].lower() == "like" \
+            and toks[1][0] == "str" else ""          # MySQL names the column after the pattern too
+        cols = [p.Column(f"Tables_in_{db}{like}")] + ([p.Column("Table_type")] if full else [])
         rows = [[t.name] + (["BASE TABLE"] if full else []) for t in self.catalog().tables_of(db)]
         return self._filtered(session, cols, rows, toks, sql)
 
