@@ -40,7 +40,7 @@ from dumper.server.operators import (
 )
 from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
-from dumper.server.show_schema import ShowError, ShowSchema, _after_keyword
+from dumper.server.show_schema import ShowSchema, _after_keyword
 from dumper.server.snapshot import Pin, snapshot_statement
 from dumper.server.sql_bind import SessionView, parse_statement
 from dumper.server.sql_engine import SqlEngine
@@ -285,10 +285,10 @@ class QueryHandler:
                       or re.search(r"@@(?:session\.)?(?:warning|error)_count", statement.text[:200], re.I) is not None)
         started = time.monotonic()
         session.command, session.since, session.info, session.killed = "Query", started, statement.text, False
-        error: QueryError | ShowError | None = None
+        error: QueryError | None = None
         try:
             answer = self._dispatch(session, statement)
-        except (QueryError, ShowError) as exc:
+        except QueryError as exc:
             error = exc
         except (OSError, BinlogDirError) as exc:  # e.g. a file the index lists is gone
             error = QueryError(1105, f"Unknown error: {exc}")

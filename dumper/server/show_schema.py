@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from dumper.server import protocol as p
 from dumper.server.catalog import Catalog, CatalogTable, quote
+from dumper.server.errors import QueryError
 
 if TYPE_CHECKING:
     from dumper.server.queries import QueryHandler, Session
@@ -30,12 +31,8 @@ COLLATIONS = [("ascii_general_ci", "ascii", 11), ("binary", "binary", 63), ("gbk
               ("utf8mb4_general_ci", "utf8mb4", 45), ("utf8mb4_bin", "utf8mb4", 46)]
 
 
-class ShowError(Exception):
-    def __init__(self, code: int, message: str, sqlstate: str = "HY000") -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.sqlstate = sqlstate
+# A SHOW statement's error is any statement's (an ERR packet)
+ShowError = QueryError
 
 
 class ShowSchema:
