@@ -6,6 +6,8 @@ client's unframing). Each is built when a C compiler (and Cython) is there and s
 warning otherwise; the pure-Python twins then run and give the same bytes. Everything else is
 declared in pyproject.toml."""
 
+import os
+
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
@@ -26,20 +28,25 @@ class OptionalBuildExt(build_ext):
             self.warn(f"{ext.name} not built ({exc}); its pure-Python twin is used")
 
 
+# The kernels' optimisation: -O2 for every real build; a throwaway build that only checks the wheel
+# installs and runs (tests/test_wheel.py) may ask for -O0, which compiles in a fraction of the time.
+OPT = os.environ.get("GBINLOG_KERNEL_CFLAGS", "-O2 -g0").split()
+
+
 def extensions() -> list:
-    framing = [Extension("dumper.server._framing", ["dumper/server/_framing.c"], extra_compile_args=["-O2", "-g0"]),
-               Extension("binlog._wire", ["binlog/_wire.c"], extra_compile_args=["-O2", "-g0"])]
+    framing = [Extension("dumper.server._framing", ["dumper/server/_framing.c"], extra_compile_args=OPT),
+               Extension("binlog._wire", ["binlog/_wire.c"], extra_compile_args=OPT)]
     try:
         from Cython.Build import cythonize
     except ImportError:
         return framing
     crc = {"include_dirs": ["binlog"], "depends": ["binlog/gb_crc32.h", "binlog/gb_find.h"], "libraries": ["z"]}
-    return framing + cythonize([Extension("binlog._kernel", ["binlog/_kernel.pyx"], extra_compile_args=["-O2", "-g0"],
+    return framing + cythonize([Extension("binlog._kernel", ["binlog/_kernel.pyx"], extra_compile_args=OPT,
                                           **crc),
                                 Extension("gbinlog.spark_engine._xkernel", ["gbinlog/spark_engine/_xkernel.pyx"],
-                                          extra_compile_args=["-O2", "-g0"], **crc),
-                                Extension("extractor._sort", ["extractor/_sort.pyx"], extra_compile_args=["-O2", "-g0"]),
-                                Extension("merger._merge", ["merger/_merge.pyx"], extra_compile_args=["-O2", "-g0"])],
+                                          extra_compile_args=OPT, **crc),
+                                Extension("extractor._sort", ["extractor/_sort.pyx"], extra_compile_args=OPT),
+                                Extension("merger._merge", ["merger/_merge.pyx"], extra_compile_args=OPT)],
                                language_level=3, quiet=True)
 
 
