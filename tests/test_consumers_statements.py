@@ -175,8 +175,8 @@ SHAPE: dict[str, Shape] = {
 }
 
 # -- gaps -------------------------------------------------------------------------------------------
-# Ours is wrong here and MariaDB right, but the fix lies outside the SQL engine (queries.py /
-# operators.py, another change) or is a deliberate scope limit: names are compared, rows are not.
+# Ours is wrong here and MariaDB right, not yet fixed (the SET and status handling in queries.py /
+# operators.py) or a deliberate scope limit: names are compared, rows are not.
 KNOWN_GAPS: dict[str, str] = {
     "SELECT @@session.sql_mode": "SET sql_mode = 'TRADITIONAL' is stored as written; MySQL expands a combination "
                                  "mode (STRICT_TRANS_TABLES,…,TRADITIONAL,…): queries.py _set",
