@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -196,22 +195,36 @@ _SLOW_SHOW = re.compile(r"\s*show\b.*\b(?:binlog\s+events|where)\b", re.I | re.S
 MAX_QUERY_TEXT = 64 * 1024
 
 
+_PARSED: dict[str, Statement] = {}
+_PARSED_MAX = 512
+_SET_CHARSET = re.compile(r"set\s+(?:names|character\s+set|charset)\b", re.I)
+
+
 def _statement(text: str) -> Statement:
-    """Short statements are parsed once per distinct text: drivers send the same connect queries on
-    every connection."""
-    return _cached_statement(text) if len(text) <= 4096 else _parsed(text)
-
-
-@lru_cache(maxsize=512)
-def _cached_statement(text: str) -> Statement:
-    return _parsed(text)
+    """Short statements are parsed once per distinct text (drivers send the same connect queries on
+    every connection); a statement sqlglot could only read as a whole command is never kept."""
+    statement = _PARSED.get(text)
+    if statement is None:
+        statement = _parsed(text)
+        if len(text) <= 4096 and not isinstance(statement.tree, exp.Command):
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[text] = statement
+    return statement
 
 
 def _parsed(text: str) -> Statement:
     head = re.match(r"\(|[A-Za-z]+", text)
-    if head is not None and head.group(0).lower() in _PARSED_HEADS:
-        return Statement(text, parse_statement(text))
-    return Statement(text, None)
+    if head is None or head.group(0).lower() not in _PARSED_HEADS:
+        return Statement(text, None)
+    tree = parse_statement(text)
+    if isinstance(tree, exp.Command):      # a fallback seen once in a long run: read it again
+        tree = parse_statement(text)
+    if isinstance(tree, exp.Command) and _SET_CHARSET.match(text):
+        # SET NAMES / CHARACTER SET: answered OK whatever they name (results are UTF-8); sqlglot
+        # has been seen to fall back to a whole command on `SET NAMES utf8` once in a long run
+        tree = exp.Set(expressions=[])
+    return Statement(text, tree)
 
 
 def _running(session: Session, interrupt: Callable[[], None] | None) -> None:
