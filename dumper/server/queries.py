@@ -41,7 +41,7 @@ from dumper.server.prepared import PreparedStatements
 from dumper.server.show_events import ShowEventsError, show_binlog_events
 from dumper.server.show_schema import ShowSchema, _after_keyword
 from dumper.server.snapshot import Pin, snapshot_statement
-from dumper.server.sql_bind import SessionView, parse_statement
+from dumper.server.sql_bind import SessionView, load_dialects, parse_statement
 from dumper.server.sql_engine import SqlEngine
 from dumper.server.sqltext import UnclosedComment, split_statements, version_number
 from dumper.server.variables import system_variables
@@ -262,6 +262,7 @@ class QueryHandler:
     def __init__(self, server: BinlogServer) -> None:
         self.server = server
         self._catalog = CachedCatalog(server.bdir.path)
+        load_dialects()
         self.engine = SqlEngine(self.catalog)
         self.show_schema = ShowSchema(self)
         self.prepared = PreparedStatements(self)

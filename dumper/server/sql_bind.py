@@ -67,6 +67,15 @@ class Answer:
 
 # -- parsing ------------------------------------------------------------------------------------------
 
+def load_dialects() -> None:
+    """Load sqlglot's MySQL and DuckDB dialects now, in one thread. sqlglot loads a dialect at its
+    first use; two threads first using it at once (the event loop and a query worker) can see the
+    registry before it holds the dialect, and one parses with the generic one: `SET NAMES utf8`
+    became a whole command once in a long run."""
+    sqlglot.parse_one("SET NAMES utf8", read="mysql").sql(dialect="duckdb")
+    sqlglot.parse_one("SELECT 1", read="mysql").sql(dialect="duckdb")
+
+
 def parse_statement(text: str) -> exp.Expression:
     """One statement (comments already removed: ``sqltext``) as a sqlglot tree; ERR 1064 if it is not
     SQL that sqlglot's MySQL dialect reads."""
