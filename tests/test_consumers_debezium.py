@@ -33,8 +33,6 @@ from tests import debezium_support as dbz
 from tests.test_consumers_metadata import truth_changes_by_name
 
 pytestmark = pytest.mark.slow
-if shutil.which("java") is None:
-    pytest.skip("Debezium runs in a JVM: no java here", allow_module_level=True)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 USERS = {"dbz": "dbz-secret"}
