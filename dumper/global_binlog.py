@@ -156,6 +156,25 @@ def _encode(out: bytearray, txn: LogicalTxn, ts: int, pos: int, server_id: int, 
     return len(items)
 
 
+def check_same_bytes(binlog: GlobalBinlog, txn: LogicalTxn) -> None:
+    """A resume without ``state.json`` (a crash before the first checkpoint) re-shapes from the
+    start: the regenerated last transaction must be the bytes that end the files, else the
+    directory holds another cluster's binlog (``dumper.cluster.ClusterMismatch``)."""
+    from dumper.cluster import ClusterMismatch
+
+    mark = binlog.recovery.last_marker
+    probe = encode_txn(txn, 0, binlog.server_id, heartbeat_interval=binlog.heartbeat_interval)
+    start = mark.end - len(probe)
+    path = binlog.directory / mark.file
+    with open(path, "rb") as fh:
+        fh.seek(max(start, 0))
+        have = fh.read(mark.end - max(start, 0))
+    if start < 0 or have != encode_txn(txn, start, binlog.server_id, heartbeat_interval=binlog.heartbeat_interval):
+        raise ClusterMismatch(f"{path}: the transaction ending at {mark.end} ({mark.vtso}) is not what these DNs "
+                              "produce for that vtso: the directory holds another cluster's binlog (or other "
+                              "settings); use a new output directory")
+
+
 def check_server_version(server_version: str) -> None:
     """The FDE dialects written: ``5.7…`` (MySQL 5.7's post-header table, the default) and ``8.0…``
     (MySQL 8.0's, as a MySQL 8 source with binlog_row_metadata=FULL writes; mariadb-binlog reads both)."""
@@ -273,7 +292,8 @@ class GlobalBinlog:
     def __init__(self, directory: str | os.PathLike, *, server_id: int = 1,
                  server_version: str = DEFAULT_SERVER_VERSION, max_file_size: int = DEFAULT_MAX_FILE_SIZE,
                  base: str = BASE, heartbeat_interval: int = HEARTBEAT_INTERVAL, buffer_size: int = 1 << 20,
-                 hint: tuple[str, int] | None = None, gtids: bool = False, gtid_uuid: str | None = None) -> None:
+                 hint: tuple[str, int] | None = None, gtids: bool = False, gtid_uuid: str | None = None,
+                 gtid_stream: str | None = None) -> None:
         from dumper.recovery import recover
 
         check_server_version(server_version)
@@ -296,6 +316,8 @@ class GlobalBinlog:
         # GTIDs (``dumper.gtid``): sid, last gno written, transactions in the current file.
         self.gtids = gtids
         self.gtid_sid: bytes | None = sid_of(gtid_uuid) if gtid_uuid else None
+        # a stream of a stream group: its GTIDs are named by the cluster and the stream
+        self.gtid_stream = gtid_stream
         self.gno = self.file_txns = 0
         if gtids and rec.files:
             self._load_gtids(rec.files[-1], rec.position)
@@ -343,7 +365,10 @@ class GlobalBinlog:
         gtid = None
         if self.gtids:
             if self.gtid_sid is None:
-                self.gtid_sid = sid_of(gtid_uuid(cluster_identity(vtso)))
+                identity = cluster_identity(vtso)
+                if self.gtid_stream is not None:
+                    identity = f"{identity}:{self.gtid_stream}"
+                self.gtid_sid = sid_of(gtid_uuid(identity))
             self.gno += 1
             self.file_txns += 1
             gtid = gtid_payload(self.gtid_sid, self.gno, self.file_txns, ddl=kind is _DDL)

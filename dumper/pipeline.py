@@ -55,9 +55,9 @@ from dumper.global_binlog import (
     HEARTBEAT_INTERVAL,
     DumperError,
     GlobalBinlog,
+    check_same_bytes,
     crash_now,
     crash_point,
-    encode_txn,
 )
 from dumper.recovery import count_span, list_files
 from dumper.state import STATE_FILE, BinlogMark, State, load_state, meta_store_location, save_state
@@ -109,6 +109,8 @@ class Settings:
     # the ``# POLARX_*`` lines before each DDL statement (schema_shaper.query.ddl_text); off for
     # consumers whose DDL parsers do not skip comment lines
     ddl_comments: bool = True
+    # [streams] count / hash / group (dumper.streams): more than one stream writes a stream group
+    streams: dict | None = None
 
     def output_settings(self) -> dict:
         out = {"server_id": self.server_id, "server_version": self.server_version,
@@ -118,7 +120,15 @@ class Settings:
             out["filter"] = self.filter
         if not self.ddl_comments:    # recorded only when off: outputs made before the setting stay valid
             out["ddl_comments"] = False
+        spec = self.stream_spec()
+        if spec.split:               # recorded only for a group: single-stream outputs stay valid
+            out["streams"] = spec.settings()
         return out
+
+    def stream_spec(self):
+        from dumper.streams import StreamSpec
+
+        return StreamSpec.from_settings(self.streams)
 
 
 class DnInput(Protocol):
@@ -205,7 +215,8 @@ class Pipeline:
         if len(set(ids)) != len(ids):
             raise BuildError(f"DN ids given twice: {', '.join(sorted(i for i in set(ids) if ids.count(i) > 1))}")
         state = load_state(out)
-        if not self.resume and (state is not None or (out.is_dir() and list_files(out))):
+        if not self.resume and (state is not None or (out.is_dir() and (
+                list_files(out) or any(out.glob("stream*/*_binlog.index"))))):
             raise BuildError(f"output directory {out} already holds a global binlog; resume it (--resume) or "
                              "use a new directory")
         self.state = state
@@ -227,12 +238,9 @@ class Pipeline:
             if not list_files(out) and all(hasattr(d, "probe") for d in self.dns):
                 # a fresh build of finite inputs: refuse DNs of two clusters before anything is written
                 check_broadcast_prefixes({d.dn_id: broadcast_prefix(d.probe(self.seqs[d.dn_id])) for d in self.dns})
-        self.binlog = GlobalBinlog(out, server_id=settings.server_id, server_version=settings.server_version,
-                                   max_file_size=settings.max_file_size,
-                                   heartbeat_interval=settings.heartbeat_interval,
-                                   hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
-                                   gtids=settings.gtids)
-        self.result.resumed = state is not None or self.binlog.last_vtso is not None
+        self.binlog = self.open_output(state)
+        self.result.resumed = state is not None or self.binlog.last_vtso is not None or \
+            getattr(self.binlog, "resumed", False)
         self.result.recovery = list(self.binlog.recovery.actions)
         for action in self.result.recovery:
             log.warning("recovery of %s: %s", out, action)
@@ -240,6 +248,22 @@ class Pipeline:
                 self.binlog.last_written_vtso is None or self.binlog.last_written_vtso < state.binlog.vtso):
             raise DumperError(f"{out}: the binlog ends at {self.binlog.last_written_vtso}, before "
                               f"{state.binlog.vtso} which {STATE_FILE} says was durable: files were lost or damaged")
+
+    def open_output(self, state: State | None) -> GlobalBinlog:
+        """The global binlog in the output directory, recovered; with ``[streams] count`` > 1 a
+        ``StreamGroup`` of one per stream (``dumper.stream_group``)."""
+        settings = self.settings
+        spec = settings.stream_spec()
+        if spec.split:
+            from dumper.stream_group import StreamGroup
+
+            return StreamGroup(self.out, spec, state=state, server_id=settings.server_id,  # type: ignore[return-value]
+                               server_version=settings.server_version, max_file_size=settings.max_file_size,
+                               heartbeat_interval=settings.heartbeat_interval, gtids=settings.gtids)
+        return GlobalBinlog(self.out, server_id=settings.server_id, server_version=settings.server_version,
+                            max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
+                            hint=(state.binlog.file, state.binlog.pos) if state and state.binlog else None,
+                            gtids=settings.gtids)
 
     # -- 2. restart points ---------------------------------------------------------------------------
     def restart_points(self) -> None:
@@ -332,7 +356,7 @@ class Pipeline:
         if self.replay:
             lt = shape_txn(g)
             if vtso == self.binlog.last_written_vtso:
-                _check_same_bytes(self.binlog, lt, self.out)
+                check_same_bytes(self.binlog, lt)
                 self.matched_last = True
 
     def note_broadcast(self, g: GlobalTxn) -> None:
@@ -370,7 +394,10 @@ class Pipeline:
                    counts={"txns": base["txns"] + self.result.txns, "written": base["written"] + binlog.txns_written,
                            "events": base["events"] + binlog.events_written,
                            "bytes": base["bytes"] + binlog.bytes_written})
-        save_state(self.out, st)
+        if hasattr(binlog, "save_states"):
+            binlog.save_states(st)              # a stream group: its state, then each stream's
+        else:
+            save_state(self.out, st)
         self.result.checkpoints += 1
 
     # -- the loop: 6. write --------------------------------------------------------------------------
@@ -523,21 +550,6 @@ def _resumed_counts(out: Path, binlog: GlobalBinlog, state: State | None) -> dic
     base["events"] += span.events
     base["bytes"] += span.bytes
     return base
-
-
-def _check_same_bytes(binlog: GlobalBinlog, lt, out: Path) -> None:
-    """The regenerated last transaction must be the bytes that end the files."""
-    mark = binlog.recovery.last_marker
-    probe = encode_txn(lt, 0, binlog.server_id, heartbeat_interval=binlog.heartbeat_interval)
-    start = mark.end - len(probe)
-    path = out / mark.file
-    with open(path, "rb") as fh:
-        fh.seek(max(start, 0))
-        have = fh.read(mark.end - max(start, 0))
-    if start < 0 or have != encode_txn(lt, start, binlog.server_id, heartbeat_interval=binlog.heartbeat_interval):
-        raise ClusterMismatch(f"{path}: the transaction ending at {mark.end} ({mark.vtso}) is not what these DNs "
-                              "produce for that vtso: the directory holds another cluster's binlog (or other "
-                              "settings); use a new output directory")
 
 
 def run_pipeline(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: Settings | None = None,

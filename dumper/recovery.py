@@ -80,9 +80,31 @@ class Recovery:
         return bool(self.actions)
 
 
-def list_files(directory: Path, base: str = BASE) -> list[str]:
+_NUMBERED = re.compile(r"^(.+)\.(\d{6,})$")
+
+
+def binlog_base(directory: Path) -> str:
+    """The base name of the binlog files in ``directory``: ``binlog`` for a global binlog, or a
+    stream's ``<group>_stream_<k>_binlog`` (``dumper.streams``), read from the one ``*.index``
+    file, else from the numbered files; ``binlog`` when there are none."""
+    try:
+        names = [p.name for p in Path(directory).iterdir()]
+    except OSError:
+        return BASE
+    if f"{BASE}.index" in names:
+        return BASE
+    indexes = [n[:-len(".index")] for n in names if n.endswith(f"_{BASE}.index") and not n.startswith(".")]
+    if len(indexes) == 1:
+        return indexes[0]
+    bases = {m.group(1) for m in map(_NUMBERED.match, names) if m is not None and m.group(1).endswith(f"_{BASE}")}
+    return bases.pop() if len(bases) == 1 else BASE
+
+
+def list_files(directory: Path, base: str | None = None) -> list[str]:
     """The binlog files: ``<base>.index`` order, plus files the index does not list yet at the end
-    (a crash between creating a file and rewriting the index)."""
+    (a crash between creating a file and rewriting the index). ``base`` None: ``binlog_base``."""
+    if base is None:
+        base = binlog_base(directory)
     pattern = re.compile(rf"^{re.escape(base)}\.(\d{{6,}})$")
     on_disk = sorted((p.name for p in directory.iterdir() if pattern.match(p.name)),
                      key=file_seq)
@@ -373,8 +395,8 @@ def _finish_rotation(directory: Path, files: list[str], scan: Scan, rec: Recover
         rec.position = keep_end
 
 
-def list_index(directory: Path, base: str = BASE) -> list[str] | None:
-    index = directory / f"{base}.index"
+def list_index(directory: Path, base: str | None = None) -> list[str] | None:
+    index = directory / f"{base or binlog_base(directory)}.index"
     if not index.exists():
         return None
     return [os.path.basename(line.strip()) for line in index.read_text(encoding="ascii").splitlines()

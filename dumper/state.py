@@ -20,7 +20,9 @@ Format ``gbinlog-state/1`` (one JSON object)::
                                            #   out dir) or a mysql:// URL
       "settings": {"server_id": 1, "server_version": "5.7.44-gbinlog",
                    "max_file_size": 524288000, "heartbeat_interval": 30},
-      "counts": {"txns": N, "written": N, "events": N, "bytes": N}   # informational
+      "counts": {"txns": N, "written": N, "events": N, "bytes": N},  # informational
+      "streams": {"marks": {"0": {"file": …, "pos": …, "vtso": …}}, "counts": {"0": {…}},
+                  "tables": [["<vtso>", "db.table", 2]]}   # a stream group only (dumper.stream_group)
     }
 
 Restart: the binlog is recovered first (its last marker may be newer than ``binlog.vtso``, never
@@ -71,6 +73,9 @@ class State:
     left: dict[str, str] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    # a stream group's output (dumper.stream_group): each stream's last marker and counts, and the
+    # table→stream map's history
+    streams: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,6 +95,7 @@ class State:
             "meta_store": self.meta_store,
             "settings": self.settings,
             "counts": self.counts,
+            **({"streams": self.streams} if self.streams is not None else {}),
         }
 
     @classmethod
@@ -113,6 +119,7 @@ class State:
                 meta_store=data.get("meta_store") or "meta.db",
                 settings=dict(data.get("settings", {})),
                 counts=dict(data.get("counts", {})),
+                streams=data.get("streams"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateError(f"{where}: malformed ({type(exc).__name__}: {exc})") from None

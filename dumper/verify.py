@@ -133,6 +133,12 @@ class _Checker:
 def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None = None, *,
            max_errors: int = 50) -> VerifyReport:
     """Check a global binlog directory (and, with ``truth``, its content); see the module doc."""
+    from dumper.stream_group import is_stream_group
+
+    if is_stream_group(directory):
+        from dumper.verify_group import verify_group
+
+        return verify_group(Path(directory), truth, max_errors=max_errors)
     checker = _Checker(Path(directory), truth is not None, max_errors)
     report = checker.report
     try:
@@ -248,7 +254,9 @@ def _same(type_text: str, got: Any, want: Any) -> bool:
     return got == want
 
 
-def _check_truth(ck: _Checker, truth: dict) -> None:
+def _check_truth(ck: _Checker, truth: dict, *, any_row_order: bool = False) -> None:
+    """``any_row_order``: a transaction's rows may come in another order than the truth's as long
+    as each row's changes keep theirs (a stream group's parts joined again, ``dumper.verify_group``)."""
     from binlog.json_values import decode_value
 
     schemas = truth["logical_schemas"]
@@ -282,6 +290,8 @@ def _check_truth(ck: _Checker, truth: dict) -> None:
             continue
         got_rows = [(db, table, op, r) for db, table, op, rows in w.changes for r in rows]
         want_rows = [(c["db"], c["table"], c["op"], r, c["schema"]) for c in t["changes"] for r in c["rows"]]
+        if any_row_order:
+            got_rows, want_rows = _by_key(got_rows, want_rows, schemas, decode_value)
         if len(got_rows) != len(want_rows):
             ck.error(f"{where}: {len(got_rows)} rows, the truth has {len(want_rows)}")
             continue
@@ -301,6 +311,29 @@ def _check_truth(ck: _Checker, truth: dict) -> None:
                         break
             _apply_row(tables, db, table, op, images, schemas[si])
     _check_final(ck, tables, truth, decode_value)
+
+
+def _by_key(got_rows: list, want_rows: list, schemas: list, decode_value) -> tuple[list, list]:
+    """Both row lists in (db, table, primary key) order; the changes of one row keep their order."""
+    pk = {}
+    for db, table, _op, _r, si in want_rows:
+        names = [c["name"] for c in schemas[si]["columns"]]
+        pk[(db, table)] = names.index(schemas[si]["pk"])
+
+    def text(v: Any) -> str:
+        return bytes(v).decode("latin-1") if isinstance(v, bytes | bytearray) else str(v)
+
+    def got_key(row: tuple) -> tuple:
+        db, table, op, r = row
+        image = r[0] if op == "update" else r
+        i = pk.get((db, table))
+        return db, table, "" if i is None or i >= len(image) else text(image[i])
+
+    def want_key(row: tuple) -> tuple:
+        db, table, op, r, _si = row
+        image = r[0] if op == "update" else r
+        return db, table, text(decode_value(image[pk[(db, table)]]))
+    return sorted(got_rows, key=got_key), sorted(want_rows, key=want_key)
 
 
 def _apply_row(tables: dict, db: str, table: str, op: str, images: tuple, schema: dict) -> None:

@@ -33,6 +33,11 @@ gtids = true                        # GTID events + PREVIOUS_GTIDS (a MySQL 8 re
 ddl_comments = true                 # the # POLARX_* lines before each DDL statement
 file_mode = "0640"                  # mode of the files written; directories get x where r (0750)
 engine = "local"                    # or "spark"
+
+[streams]                           # a stream group (docs/streams.md): OUT/stream0 … OUT/stream{N-1}
+count = 1                           # 1: one global binlog; N > 1: N streams
+hash = "table"                      # what a stream owns: "database", "table" or "record"
+group = "group1"                    # files: <group>_stream_<k>_binlog.NNNNNN
 """
 
 
@@ -52,10 +57,13 @@ def load_build_config(path: str) -> dict[str, Any]:
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise click.BadParameter(f"{path}: {exc}", param_hint="--config") from None
-    extra = set(data) - {"build", "filter"}
+    extra = set(data) - {"build", "filter", "streams"}
     if extra:
         raise click.BadParameter(f"{path}: unknown table/key {', '.join(sorted(extra))} (expected [build], "
-                                 "[filter])", param_hint="--config")
+                                 "[filter], [streams])", param_hint="--config")
+    streams = data.get("streams", {})
+    if not isinstance(streams, dict) or set(streams) - {"count", "hash", "group"}:
+        raise click.BadParameter(f"{path}: [streams] takes count, hash and group", param_hint="--config")
     table = data.get("build", {})
     flt = data.get("filter", {})
     if not isinstance(table, dict) or not isinstance(flt, dict):
@@ -67,8 +75,10 @@ def load_build_config(path: str) -> dict[str, Any]:
                                      param_hint="--config")
     if flt:
         table = {**table, "filter": flt}
+    if streams:
+        table = {**table, "streams": streams}
     for key, value in table.items():
-        if key == "filter":
+        if key in ("filter", "streams"):
             continue
         if key not in BUILD_KEYS:
             raise click.BadParameter(f"{path}: build.{key} is not a key (known: {', '.join(sorted(BUILD_KEYS))})",
@@ -140,11 +150,15 @@ class _Bar:
 @click.option("--cluster-stopped", is_flag=True, default=None,
               help="The DN directories hold the DNs' whole binlogs (the cluster stopped): write the tail "
                    "past where a DN's input ends; refused while a DN has a branch prepared and not committed.")
+@click.option("--streams", "stream_count", type=click.IntRange(1, 1024), metavar="N",
+              help="Split the output into N streams (OUT/stream0 …; default 1: one global binlog).")
+@click.option("--stream-hash", type=click.Choice(["database", "table", "record"]),
+              help="What a stream owns: whole databases, tables (default) or rows by primary key.")
 @click.option("--file-mode", metavar="MODE",
               help="Mode of the files written, octal (default 0640); directories get x where r (0750).")
 def build_command(dns, out, config, max_file_size, server_id, server_version, meta_store, resume, engine, master,
                   confs, workers, gtids, ddl_comments, progress, includes, excludes, cluster_stopped,
-                  file_mode) -> None:
+                  file_mode, stream_count, stream_hash) -> None:
     """Build the global binlog of DN binlog directories: extract → merge → shape → dump.
 
     Resumable: on an existing output directory it recovers the files (anything after the last
@@ -167,9 +181,13 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
     settings = _settings_of(cfg, includes, excludes, max_file_size=max_file_size, server_id=server_id,
                             server_version=server_version, meta_store=meta_store, workers=workers, gtids=gtids,
                             ddl_comments=ddl_comments)
+    settings.streams = _streams_of(cfg.get("streams", {}), stream_count, stream_hash)
     _set_file_mode(file_mode, cfg)
     engine = engine or cfg.get("engine", "local")
     if engine == "spark":
+        if settings.stream_spec().split:
+            raise click.UsageError("--streams (a stream group) is not supported with --engine spark: build it "
+                                   "with --engine local")
         if settings.filter:
             raise click.UsageError("--include/--exclude ([filter]) are not supported with --engine spark yet")
         if not settings.ddl_comments:
@@ -238,6 +256,21 @@ def _settings_of(cfg: dict[str, Any], includes, excludes, **options) -> Any:
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--server-version") from None
     return settings
+
+
+def _streams_of(table: dict[str, Any], count: int | None, level: str | None) -> dict[str, Any] | None:
+    """``[streams]`` with the options over it, checked (``dumper.streams.StreamSpec``); None for one
+    stream."""
+    from dumper.streams import StreamsError, StreamSpec
+
+    merged = {**table, **({"count": count} if count is not None else {}), **({"hash": level} if level else {})}
+    try:
+        spec = StreamSpec.from_settings(merged)
+    except StreamsError as exc:
+        raise click.BadParameter(str(exc), param_hint="--streams/--stream-hash") from None
+    if level and not spec.split:
+        raise click.UsageError("--stream-hash needs --streams N with N > 1")
+    return spec.settings() if spec.split else None
 
 
 def _set_file_mode(option: str | None, cfg: dict[str, Any]) -> None:
@@ -323,9 +356,10 @@ def binlogs_command(directory: str) -> None:
         raise click.ClickException(str(exc)) from None
     if not files:
         raise click.ClickException(f"{directory}: no global binlog here (no binlog.index, no binlog.NNNNNN file)")
-    click.echo(f"{'file':<16} {'size':>12} {'txns':>8}  {'first vtso':<54}  last vtso")
+    width = max(16, *(len(f.name) for f in files))
+    click.echo(f"{'file':<{width}} {'size':>12} {'txns':>8}  {'first vtso':<54}  last vtso")
     for f in files:
-        click.echo(f"{f.name:<16} {f.size:>12,} {f.txns:>8,}  {f.first_vtso or '-':<54}  {f.last_vtso or '-'}")
+        click.echo(f"{f.name:<{width}} {f.size:>12,} {f.txns:>8,}  {f.first_vtso or '-':<54}  {f.last_vtso or '-'}")
     click.echo(f"# {len(files)} files, {sum(f.size for f in files):,} bytes, {sum(f.txns for f in files):,} txns")
 
 
