@@ -140,6 +140,10 @@ def serve_command(directory: Path | None, port: int | None, host: str | None, us
     reopen_logs_on_sighup()
     # A directory without an index yet (a build or run about to write it): replicas wait for its first file.
     waiting = "" if any(out.dir.glob("*.index")) else " (no binlog here yet: replicas wait for the first file)"
+    from dumper.stream_group import is_stream_group
+
+    if is_stream_group(out.dir):
+        waiting = " (a stream group: a replica names its stream's file; SHOW BINARY STREAMS lists them)"
 
     def ready(server) -> None:
         if metrics.port:

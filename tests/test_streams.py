@@ -289,3 +289,109 @@ def test_a_transaction_over_two_streams_is_one_transaction_in_each(outputs):
             if w.kind == "dml":
                 parts[w.vtso].add(k)
     assert any(len(ks) > 1 for ks in parts.values()), "the bank transfers touch two tables"
+
+
+# -- served: one endpoint, a replica per stream ------------------------------------------------------
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory):
+    from tests.mariadb import MariaDB
+
+    servers = [MariaDB.start(tmp_path_factory.mktemp(f"replica{k}"), server_id=10 + k) for k in range(N)]
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["table", "record"])
+def test_three_mariadb_replicas_one_per_stream_hold_the_truth_together(cluster, outputs, replicas, level):
+    from dumper.server import ServerConfig, start_in_thread
+    from tests.test_server_support import (
+        USERS,
+        change_master,
+        replica_checksums,
+        truth_checksums,
+        wait_caught_up,
+    )
+
+    truth = json.loads((cluster / "dns" / "truth.json").read_text())
+    out = outputs[level]
+    for r in replicas:
+        r.query("STOP SLAVE")
+        r.query("RESET SLAVE ALL")
+        for db in {t["db"] for t in truth["tables"].values()} | {"ddl_extra", "ddl"}:
+            r.query(f"DROP DATABASE IF EXISTS `{db}`")
+    want = truth_checksums(replicas[0], truth)
+    with start_in_thread(ServerConfig(dir=out, users=USERS, server_id=100)) as h:
+        for k, r in enumerate(replicas):
+            change_master(r, h.port, f"group1_stream_{k}_binlog.000001", 4)
+            r.query("START SLAVE")
+        for k, r in enumerate(replicas):
+            last = stream_files(out, k)[-1]
+            wait_caught_up(r, last.name, last.stat().st_size, timeout=90)
+    got = [replica_checksums(r, truth) for r in replicas]
+    for key in sorted(truth["tables"]):
+        parts = [g[key] for g in got]
+        if level == "table":
+            owner = crc_stream(key)
+            assert parts[owner] == want[key], key
+            assert all(p == (0, 0) for k, p in enumerate(parts) if k != owner), (key, parts)
+        else:
+            rows = sum(p[0] for p in parts)
+            xor = 0
+            for p in parts:
+                xor ^= p[1]
+            assert (rows, xor) == want[key], (key, parts)
+            assert sum(p[0] > 0 for p in parts) > 1 or want[key][0] < 3, (key, parts)
+
+
+def test_the_endpoint_picks_the_stream_by_file_name_user_or_with_clause(outputs):
+    import pymysql
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import GtidEvent
+
+    from dumper.server import ServerConfig, start_in_thread
+
+    out = outputs["table"]
+    bound = "group1_stream_2_cdc_user"
+    users = {"repl": "pw", bound: "pw2"}
+    heads = [stream_files(out, k)[-1] for k in range(N)]
+    with start_in_thread(ServerConfig(dir=out, users=users, server_id=100)) as h:
+        def query(sql, user="repl", password="pw"):
+            with pymysql.connect(host="127.0.0.1", port=h.port, user=user, password=password) as c, c.cursor() as cur:
+                cur.execute(sql)
+                return cur.fetchall()
+
+        assert query("SHOW BINARY STREAMS") == tuple(
+            ("group1", f"group1_stream_{k}", heads[k].name, heads[k].stat().st_size) for k in range(N))
+        assert query("SHOW MASTER STATUS WITH 'group1_stream_1'")[0][:2] == (heads[1].name, heads[1].stat().st_size)
+        assert query("SHOW MASTER STATUS", bound, "pw2")[0][:2] == (heads[2].name, heads[2].stat().st_size)
+        assert query("SHOW MASTER STATUS")[0][0] == heads[0].name          # unbound: stream 0
+        assert [r[0] for r in query("SHOW BINARY LOGS WITH 'group1_stream_2'")] == \
+            [f.name for f in stream_files(out, 2)]
+        events = query("SHOW BINLOG EVENTS WITH 'group1_stream_1' LIMIT 2")
+        assert [e[:3] for e in events] == [(stream_files(out, 1)[0].name, 4, "Format_desc"),
+                                           (stream_files(out, 1)[0].name, 123, "Previous_gtids")]
+        with pytest.raises(pymysql.err.OperationalError, match="Stream 'group9_stream_0' not found"):
+            query("SHOW BINARY LOGS WITH 'group9_stream_0'")
+        uuid2 = query("SELECT @@server_uuid", bound, "pw2")[0][0]
+        assert uuid2 != query("SELECT @@server_uuid")[0][0]
+
+        def gtids(user, password, **kw):
+            stream = BinLogStreamReader(connection_settings={"host": "127.0.0.1", "port": h.port, "user": user,
+                                                             "password": password},
+                                        server_id=77, blocking=False, only_events=[GtidEvent], **kw)
+            try:
+                return [ev.gtid for ev in stream]
+            finally:
+                stream.close()
+
+        # GTID auto-position names no file: the bound user's stream, from after the set it has
+        got = gtids(bound, "pw2", auto_position=f"{uuid2}:1-5")
+        assert got and got[0] == f"{uuid2}:6" and all(g.startswith(uuid2) for g in got)
+        by_file = gtids("repl", "pw", log_file=stream_files(out, 2)[0].name, log_pos=4)
+        assert by_file[5:] == got
+        with pytest.raises(pymysql.err.OperationalError, match="log in as a user bound to a stream"):
+            gtids("repl", "pw", auto_position=f"{uuid2}:1-5")
+        with pytest.raises(pymysql.err.OperationalError, match="is not a file of stream group group1"):
+            gtids("repl", "pw", log_file="binlog.000001", log_pos=4)

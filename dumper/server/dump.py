@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING
 
 from binlog.constants import HEADER_LEN, MAX_EVENT_SIZE
 from dumper.server import protocol as p
-from dumper.server.binlogdir import BinlogDirError, Fde, event_at, fake_rotate, heartbeat, patch_fde
+from dumper.server.binlogdir import (
+    BinlogDir,
+    BinlogDirError,
+    Fde,
+    event_at,
+    fake_rotate,
+    heartbeat,
+    patch_fde,
+)
 from dumper.server.framing import SPLIT_AT, frame_events
 
 if TYPE_CHECKING:
@@ -59,10 +67,10 @@ class BinlogDump:
     """One running dump. ``file``/``position`` say where it is (for PURGE and status)."""
 
     def __init__(self, server: BinlogServer, session: Session, writer: asyncio.StreamWriter,
-                 request: DumpRequest) -> None:
+                 request: DumpRequest, bdir: BinlogDir | None = None) -> None:
         self.server = server
         self.cfg = server.config
-        self.bdir = server.bdir
+        self.bdir = bdir or server.bdir             # a stream group: the stream the request names
         self.session = session
         self.writer = writer
         self.request = request

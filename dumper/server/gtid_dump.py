@@ -216,19 +216,21 @@ def ahead_of(bdir: BinlogDir, req: DumpRequest) -> str | None:
     return None
 
 
-async def wait_for_first_file(server: BinlogServer, conn: Any, body: bytes, by_gtid: bool) -> None:
+async def wait_for_first_file(server: BinlogServer, conn: Any, body: bytes, by_gtid: bool,
+                              bdir: BinlogDir | None = None) -> None:
     """While the directory holds no binlog file yet (a build or run has not written its first one),
     keep the client and wait for it, however long: a MySQL/MariaDB IO thread treats ERR 1236 "Binary
     log is not open" as fatal. A file:pos client gets heartbeats naming the file and position it asked
     for; a GTID client gets none (see the module doc). The caller stops the wait when the client goes."""
-    if server.bdir.files():
+    bdir = bdir or server.bdir
+    if bdir.files():
         return
     request = None if by_gtid else DumpRequest.parse(body)
     since = time.monotonic()
     session_log.info("dump conn=%d user=%s waits for the first binlog file of %s", conn.session.conn_id,
-                     conn.session.user, server.bdir.path)
+                     conn.session.user, bdir.path)
     beat: tuple[BinlogDump, float] | None = None
-    while not server.bdir.files():
+    while not bdir.files():
         if request is not None:
             beat = await _heartbeat(server, conn, request, beat)
         await server.wait_for_change(server.config.poll_interval * 5)
@@ -236,11 +238,14 @@ async def wait_for_first_file(server: BinlogServer, conn: Any, body: bytes, by_g
                      conn.session.user, time.monotonic() - since)
 
 
-async def dump_request(server: BinlogServer, conn: Any, body: bytes, by_gtid: bool) -> DumpRequest:
+async def dump_request(server: BinlogServer, conn: Any, body: bytes, by_gtid: bool,
+                       bdir: BinlogDir | None = None, gtid_files: GtidFiles | None = None) -> DumpRequest:
     """The request of a COM_BINLOG_DUMP(_GTID) ``body``; while it asks for what is not written yet
     and ``server.catch_up_wait()`` allows, wait for it (heartbeats to a file:pos client). DumpError →
     ERR 1236."""
-    await wait_for_first_file(server, conn, body, by_gtid)
+    bdir = bdir or server.bdir              # a stream group: the request's stream (stream_dirs)
+    gtid_files = gtid_files or server.queries.gtid_files
+    await wait_for_first_file(server, conn, body, by_gtid, bdir)
     wait = getattr(server, "catch_up_wait", None)
     bound = wait() if wait is not None else 0.0
     deadline = time.monotonic() + bound
@@ -249,13 +254,12 @@ async def dump_request(server: BinlogServer, conn: Any, body: bytes, by_gtid: bo
     while True:
         try:
             if by_gtid:
-                if bound > 0 and not server.bdir.files():
+                if bound > 0 and not bdir.files():
                     raise DumpAhead("no binlog file is written yet")
-                request = await asyncio.to_thread(dump_gtid_request, body, server.queries.gtid_files,
-                                                  server.bdir.path, server.bdir.files())
+                request = await asyncio.to_thread(dump_gtid_request, body, gtid_files, bdir.path, bdir.files())
             else:
                 request = DumpRequest.parse(body)
-                if bound > 0 and (why := ahead_of(server.bdir, request)):
+                if bound > 0 and (why := ahead_of(bdir, request)):
                     raise DumpAhead(why)
             if waited_since is not None:
                 session_log.info("dump conn=%d user=%s caught up after %.2f s", conn.session.conn_id, conn.session.user,

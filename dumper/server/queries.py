@@ -382,10 +382,10 @@ class QueryHandler:
                 return len(session.diagnostics)
             if name in session.variables:
                 return session.variables[name]
-        return system_variables(self.server)[name]
+        return system_variables(self.server, self.server.stream_of(session))[name]
 
     def variable_rows(self, session: Session, scope: str) -> list[tuple[str, object]]:
-        values = system_variables(self.server)
+        values = system_variables(self.server, self.server.stream_of(session))
         if scope == "session":
             values.update(session.variables)
             values["autocommit"] = "ON" if session.autocommit else "OFF"
@@ -401,15 +401,16 @@ class QueryHandler:
         pinned = _PINNED_CATALOG.get()
         return pinned if pinned is not None else self._catalog.get(self.server.bdir.files())
 
-    def master_status_rows(self, session: Session) -> list[list[object]]:
-        """SHOW MASTER STATUS: the last file, its size and the GTIDs executed; under a read lock, as
-        they were when it was taken."""
-        if session.pin is not None:
+    def master_status_rows(self, session: Session, stream: str | None = None) -> list[list[object]]:
+        """SHOW MASTER STATUS [WITH 'stream']: the last file, its size and the GTIDs executed; under a
+        read lock, as they were when it was taken."""
+        if session.pin is not None and stream is None:
             return session.pin.master_status
-        files = self.server.bdir.files()
+        served = self.server.stream_of(session, stream)
+        files = served.bdir.files()
         if not files:
             return []
-        return [[files[-1], self.server.bdir.size(files[-1]), "", "", self.gtid_files.text(files, "executed")]]
+        return [[files[-1], served.bdir.size(files[-1]), "", "", served.gtid_files.text(files, "executed")]]
 
     @staticmethod
     def result(columns: list[p.Column], rows: list[list], session: Session) -> ResultSet:
@@ -534,22 +535,28 @@ class QueryHandler:
             toks = toks[1:]
         if w[:1] == ["variables"]:
             return self._show_variables(session, scope, toks[1:], w[1:], sql)
+        stream, toks, w = _with_stream(toks, w)
+        if w == ["binary", "streams"]:
+            rows = server.group.rows() if server.group else []
+            return ResultSet([p.Column("GROUP"), p.Column("STREAM"), p.Column("FILE"),
+                              p.Column("POSITION", p.TYPE_LONGLONG)], rows, session.status)
         if w in (["master", "status"], ["binary", "log", "status"]):
-            rows = self.master_status_rows(session)
+            rows = self.master_status_rows(session, stream)
             cols = [p.Column("File"), p.Column("Position", p.TYPE_LONGLONG), p.Column("Binlog_Do_DB"),
                     p.Column("Binlog_Ignore_DB"), p.Column("Executed_Gtid_Set")]
             return ResultSet(cols, rows, session.status)
         if w in (["binary", "logs"], ["master", "logs"]):
             rows = []
-            for name in server.bdir.files():
+            bdir = server.stream_of(session, stream).bdir
+            for name in bdir.files():
                 try:
-                    rows.append([name, server.bdir.size(name)])
+                    rows.append([name, bdir.size(name)])
                 except FileNotFoundError:
                     continue
             return ResultSet([p.Column("Log_name"), p.Column("File_size", p.TYPE_LONGLONG)], rows,
                                 session.status)
         if w[:2] == ["binlog", "events"]:
-            return self._show_binlog_events(session, toks[2:], sql)
+            return self._show_binlog_events(session, toks[2:], sql, stream)
         if w in (["slave", "hosts"], ["replicas"]):
             cols = [p.Column("Server_id", p.TYPE_LONGLONG), p.Column("Host"),
                     p.Column("Port", p.TYPE_LONGLONG), p.Column("Master_id", p.TYPE_LONGLONG),
@@ -591,7 +598,7 @@ class QueryHandler:
                 raise parse_error(sql)
         return ResultSet(cols, rows, session.status)
 
-    def _show_binlog_events(self, session: Session, toks, sql: str) -> list[bytes]:
+    def _show_binlog_events(self, session: Session, toks, sql: str, stream: str | None = None) -> list[bytes]:
         name = None
         start = 4
         offset, count = 0, None
@@ -613,7 +620,10 @@ class QueryHandler:
                     i += 2
             else:
                 raise parse_error(sql)
-        files = self.server.bdir.files()
+        group = self.server.group
+        served = group.by_file(name) if group and name and stream is None else None
+        bdir = (served or self.server.stream_of(session, stream)).bdir
+        files = bdir.files()
         if name is None:
             if not files:
                 return ResultSet(_EVENT_COLUMNS, [], session.status)
@@ -622,7 +632,7 @@ class QueryHandler:
             raise QueryError(1220, "Error when executing command SHOW BINLOG EVENTS: "
                                    "Could not find target log")
         try:
-            rows = show_binlog_events(self.server.bdir.file_path(name), name, start, offset, count)
+            rows = show_binlog_events(bdir.file_path(name), name, start, offset, count)
         except ShowEventsError as exc:
             raise QueryError(1220, f"Error when executing command SHOW BINLOG EVENTS: {exc}") from None
         return ResultSet(_EVENT_COLUMNS, rows, session.status)
@@ -665,15 +675,28 @@ class QueryHandler:
         refusal = getattr(self.server, "purge_refusal", None)    # HA: only the leader purges (gbinlog.ha)
         if refusal is not None and (why := refusal()):
             raise QueryError(1290, why, "HY000")
-        bdir = self.server.bdir
-        files = bdir.files()
         if words[2] == "to":
             arg = _unquote(toks[3][1])
+            group = self.server.group
+            served = (group.by_file(arg) if group else None) or self.server.stream_of(session)
+            return self._purge_stream(session, served.bdir, arg, None)
+        before = self._purge_before(session, _after_keyword(sql, "before"))
+        group = self.server.group
+        bound = group.of_user(session.user) if group else None
+        # a group: every stream (a user bound to a stream: its stream)
+        targets = [bound] if bound else group.streams if group else [self.server.stream_of(session)]
+        for served in targets:
+            self._purge_stream(session, served.bdir, None, before)
+        return [p.ok_packet(status=session.status)]
+
+    def _purge_stream(self, session: Session, bdir, arg: str | None, before: float | None) -> list[bytes]:
+        """PURGE BINARY LOGS TO ``arg`` / BEFORE ``before`` in one directory of files."""
+        files = bdir.files()
+        if arg is not None:
             if arg not in files:
                 raise QueryError(p.ER_UNKNOWN_TARGET_BINLOG, "Target log not found in binlog index")
             keep_from = arg
         else:
-            before = self._purge_before(session, _after_keyword(sql, "before"))
             keep_from = files[-1] if files else None
             # The newest file is never purged; older ones go while their last write is before `before`.
             for name in files[:-1]:
@@ -695,6 +718,17 @@ class QueryHandler:
 
 
 _MISSING = object()
+
+
+def _with_stream(toks: list, words: list[str]) -> tuple[str | None, list, list[str]]:
+    """A SHOW's ``WITH 'stream'`` clause (stream groups, right after the statement's words:
+    ``SHOW BINLOG EVENTS WITH 'group1_stream_2' IN …``): (the name, the tokens and words without it)."""
+    for head in (["master", "status"], ["binary", "logs"], ["master", "logs"], ["binlog", "events"],
+                 ["binary", "log", "status"]):
+        i = len(head)
+        if words[:i] == head and len(words) > i + 1 and words[i] == "with" and toks[i + 1][0] == "str":
+            return _unquote(toks[i + 1][1]), toks[:i] + toks[i + 2:], words[:i] + words[i + 2:]
+    return None, toks, words
 _EVENT_COLUMNS = [p.Column("Log_name"), p.Column("Pos", p.TYPE_LONGLONG), p.Column("Event_type"),
                   p.Column("Server_id", p.TYPE_LONGLONG), p.Column("End_log_pos", p.TYPE_LONGLONG),
                   p.Column("Info")]

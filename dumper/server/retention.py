@@ -54,8 +54,23 @@ class Directory:
         return []
 
 
+def targets_of(server: RetentionTarget) -> list[RetentionTarget]:
+    """What retention rounds go over: the server's directory, or each stream of a stream group
+    (``dumper.server.stream_dirs``)."""
+    group = getattr(server, "group", None)
+    if group is None:
+        return [server]
+    from dumper.server.stream_dirs import RetentionOfStream
+
+    return [RetentionOfStream(s.bdir, server.config, server) for s in group.streams]
+
+
 def disk_usage(server: RetentionTarget) -> tuple[int, int]:
-    """(files, bytes) of the binlog files in the index."""
+    """(files, bytes) of the binlog files in the index (of every stream of a stream group)."""
+    targets = targets_of(server)
+    if len(targets) > 1 or targets[0] is not server:
+        usage = [disk_usage(t) for t in targets]
+        return sum(u[0] for u in usage), sum(u[1] for u in usage)
     files = server.bdir.files()
     total = 0
     for name in files:
@@ -193,7 +208,8 @@ async def retention_task(server: RetentionTarget) -> None:
     cfg = server.config
     while True:
         try:
-            purge_once(server)
+            for target in targets_of(server):
+                purge_once(target)
         except Exception:  # never let retention take the endpoint down
             log.exception("retention round failed")
         await asyncio.sleep(cfg.retention_interval)

@@ -26,6 +26,7 @@ from dumper.server.auth import CACHING_SHA2, RsaKeys
 from dumper.server.binlogdir import BinlogDir, BinlogDirError
 from dumper.server.config import ConfigError, ServerConfig
 from dumper.server.dump import BinlogDump, DumpError, DumpRequest
+from dumper.server.errors import QueryError
 from dumper.server.gtid_dump import dump_request
 from dumper.server.login import login, session_log
 from dumper.server.login_throttle import LoginThrottle
@@ -33,6 +34,7 @@ from dumper.server.operators import ServerCounters
 from dumper.server.prepared import STMT_COMMANDS
 from dumper.server.queries import QueryHandler, Session
 from dumper.server.replicas import ReplicaStats
+from dumper.server.stream_dirs import BOUND_USER_SUFFIX, ServedGroup, ServedStream
 from dumper.server.tls import TlsError, server_context
 
 log = logging.getLogger("gbinlog.serve")
@@ -106,7 +108,9 @@ class BinlogServer:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config.validate()
-        self.bdir = BinlogDir(config.dir, config.base)
+        # a stream group's output directory: every stream served, stream 0 by default (stream_dirs)
+        self.group = ServedGroup.open(config.dir) if config.base is None else None
+        self.bdir = self.group.streams[0].bdir if self.group else BinlogDir(config.dir, config.base)
         self.queries = QueryHandler(self)
         self.credentials = config.credentials()
         self.sha2_cache: dict[str, bytes] = {}   # caching_sha2 fast auth: user -> SHA256(SHA256(pw))
@@ -203,6 +207,41 @@ class BinlogServer:
         session_log.info("conn=%d user=%s killed", conn_id, session.user)
         if conn.task is not None:
             self._loop.call_soon_threadsafe(conn.task.cancel)
+
+    def stream_of(self, session: Session, name: str | None = None) -> ServedStream:
+        r"""The stream a statement of ``session`` is about: the one ``name``\ d (``… WITH 'name'``), else
+        the one its user is bound to, else stream 0; a single-stream directory's files otherwise.
+        QueryError 1373 for a name that is not a stream here."""
+        group = self.group
+        if name is not None:
+            stream = group.by_name(name) if group else None
+            if stream is None:
+                raise QueryError(p.ER_UNKNOWN_TARGET_BINLOG, f"Stream '{name}' not found (SHOW BINARY STREAMS "
+                                                             "lists the streams)")
+            return stream
+        if group is None:
+            return ServedStream("", self.bdir, self.queries.gtid_files)
+        return group.of_user(session.user) or group.streams[0]
+
+    def dump_stream(self, session: Session, file: str) -> ServedStream:
+        """The stream a dump reads: the one its file names; with no file (GTID auto-position), the
+        one the user is bound to. DumpError (ERR 1236) when a group's request names neither."""
+        group = self.group
+        if group is None:
+            return ServedStream("", self.bdir, self.queries.gtid_files)
+        if file:
+            stream = group.by_file(file)
+            if stream is None:
+                raise DumpError(f"Could not find first log file name in binary log index file ('{file}' is not "
+                                f"a file of stream group {group.group}: SHOW BINARY STREAMS lists its streams)")
+            return stream
+        stream = group.of_user(session.user)
+        if stream is None:
+            raise DumpError(f"this endpoint serves stream group {group.group} ({len(group.streams)} streams): "
+                            f"name a stream's file, or log in as a user bound to a stream "
+                            f"('<stream>{BOUND_USER_SUFFIX}', e.g. '{group.streams[0].name}{BOUND_USER_SUFFIX}') "
+                            "for GTID auto-position")
+        return stream
 
     def files_in_use(self) -> set[str]:
         """Files a connected dump is reading, or may still read (the files after its current one)."""
@@ -404,11 +443,11 @@ class BinlogServer:
         return p.ok_packet(status=session.status)
 
     async def _dump_request(self, conn: _Connection, body: bytes, by_gtid: bool,
-                            gone: asyncio.Future) -> DumpRequest | None:
+                            gone: asyncio.Future, stream: ServedStream) -> DumpRequest | None:
         """Where the dump starts (auto-position: the first transaction the client lacks; the first file
         of an empty directory and an HA follower's catch-up are waited for: gtid_dump); None when the
         client went away meanwhile or got ERR 1236."""
-        asking = asyncio.ensure_future(dump_request(self, conn, body, by_gtid))
+        asking = asyncio.ensure_future(dump_request(self, conn, body, by_gtid, stream.bdir, stream.gtid_files))
         try:
             await asyncio.wait({asking, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -434,14 +473,21 @@ class BinlogServer:
         # also while the request still waits (for the first file, or for an HA catch-up).
         gone = asyncio.ensure_future(reader.read(1))
         try:
-            request = await self._dump_request(conn, body, by_gtid, gone)
+            stream = self.dump_stream(conn.session, "" if by_gtid else DumpRequest.parse(body).file)
+        except DumpError as exc:
+            gone.cancel()
+            conn.send([p.err_packet(p.ER_MASTER_FATAL_READING_BINLOG, str(exc))])
+            await conn.writer.drain()
+            return
+        try:
+            request = await self._dump_request(conn, body, by_gtid, gone, stream)
         except BaseException:
             gone.cancel()
             raise
         if request is None:
             gone.cancel()
             return
-        dump = BinlogDump(self, conn.session, conn.writer, request)
+        dump = BinlogDump(self, conn.session, conn.writer, request, stream.bdir)
         dump.seq = conn.seq
         conn.dump = dump
         s = conn.session

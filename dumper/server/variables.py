@@ -9,25 +9,28 @@ from dumper.server.mysql_variables import mysql_defaults
 
 if TYPE_CHECKING:
     from dumper.server.server import BinlogServer
+    from dumper.server.stream_dirs import ServedStream
 
 
-def system_variables(server: BinlogServer) -> dict[str, object]:
+def system_variables(server: BinlogServer, stream: ServedStream | None = None) -> dict[str, object]:
     """Every system variable's global value: MySQL's defaults for the configured version
-    (``mysql_variables``), over them what this endpoint is and enforces."""
+    (``mysql_variables``), over them what this endpoint is and enforces. ``stream``: the stream of a
+    stream group the session is about (its GTIDs and file names; ``BinlogServer.stream_of``)."""
     cfg = server.config
     # GTIDs answer what the files hold (dumper.gtid): ON with the sid of their GTID events.
-    gtids = server.queries.gtid_files
-    files = server.bdir.files()
+    gtids = stream.gtid_files if stream else server.queries.gtid_files
+    bdir = stream.bdir if stream else server.bdir
+    files = bdir.files()
     gtid_uuid = gtids.server_uuid(files)
     gtid_mode = "ON" if gtid_uuid else cfg.gtid_mode
-    base = str(server.bdir.path / (server.bdir.base or "binlog"))
+    base = str(bdir.path / (bdir.base or "binlog"))
     values = mysql_defaults(cfg.version)
     values.update({
         "server_id": cfg.server_id,
         "server_uuid": gtid_uuid or cfg.uuid,
         "version": cfg.version,
         "version_comment": "gbinlog replication endpoint",
-        "binlog_checksum": server.bdir.checksum_name(),
+        "binlog_checksum": bdir.checksum_name(),
         "master_verify_checksum": "OFF",
         "gtid_mode": gtid_mode,
         "enforce_gtid_consistency": gtid_mode,
