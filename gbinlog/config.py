@@ -197,6 +197,19 @@ class FilterConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamsConfig:
+    """``[streams]``: a stream group (docs/streams.md): ``count`` streams hashed at ``hash`` level."""
+
+    count: int = 1
+    hash: str = "table"          # database | table | record
+    group: str = "group1"        # files: <group>_stream_<k>_binlog.NNNNNN
+
+    def settings(self) -> dict | None:
+        """The pipeline's ``Settings.streams`` (None: the single global binlog)."""
+        return {"count": self.count, "hash": self.hash, "group": self.group} if self.count > 1 else None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     dn: tuple[DnConfig, ...]
     output: OutputConfig
@@ -205,6 +218,7 @@ class Config:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)
+    streams: StreamsConfig = field(default_factory=StreamsConfig)
     ha: HaConfig = field(default_factory=HaConfig)
     metadb: str | None = None    # meta store URL (sqlite:///path or mysql://…); default <out>/meta.db
     path: Path | None = None     # the file it was read from (not a key)
@@ -382,6 +396,14 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"metadb: expected sqlite:///path or mysql://user:pw@host:port/db, "
                           f"got {mask_url(cfg.metadb)!r}")
     validate_ha(cfg)
+    from dumper.streams import StreamsError, StreamSpec
+    try:
+        StreamSpec(cfg.streams.count, cfg.streams.hash, cfg.streams.group)
+    except StreamsError as exc:
+        raise ConfigError(str(exc)) from None
+    if cfg.streams.count > 1 and cfg.ha.member:
+        raise ConfigError("streams.count: a stream group is not served by an [ha] group yet: run it as a single "
+                          "member (drop [ha]) or count = 1")
 
 
 def validate_ha(cfg: Config) -> None:

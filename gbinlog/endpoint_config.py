@@ -218,7 +218,7 @@ def apply_cli(server: ServerConfig, *, port: int | None = None, host: str | None
 
 
 def endpoint_config(srv: ServerConfig, out: OutputConfig, *, directory: Path | None = None,
-                    base: str | None = None, poll_interval: float = 0.05):
+                    base: str | None = None, poll_interval: float = 0.05, streams: dict | None = None):
     """The ``dumper.server.ServerConfig`` the endpoint runs with (``run`` and ``serve`` alike)."""
     from dumper.server import ServerConfig as EndpointConfig
     return EndpointConfig(
@@ -234,4 +234,4 @@ def endpoint_config(srv: ServerConfig, out: OutputConfig, *, directory: Path | N
         wait_timeout=srv.wait_timeout, heartbeat_period=srv.heartbeat_period, write_buffer=srv.write_buffer,
         max_execution_time=srv.max_execution_time, max_result_rows=srv.max_result_rows,
         expire_logs_seconds=out.expire_logs_seconds, max_total_size=out.max_total_size,
-        poll_interval=poll_interval, base=base)
+        poll_interval=poll_interval, base=base, streams=streams)

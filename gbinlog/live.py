@@ -198,7 +198,7 @@ class LiveRunner:
             self.ha = HaAgent(self).start()
         elif self.endpoint is None:   # retention without an endpoint: the status loop runs its rounds
             from dumper.server.retention import Rounds
-            self._retention = Rounds.for_directory(self.out, cfg.output)
+            self._retention = Rounds.for_directory(self.out, cfg.output, cfg.streams.settings())
         self._status_thread = threading.Thread(target=self._status_loop, name="gbinlog-status", daemon=True)
         self._status_thread.start()
 
@@ -248,7 +248,7 @@ class LiveRunner:
         return Settings(server_id=cfg.server.server_id, server_version=cfg.output.server_version,
                         max_file_size=cfg.output.rotate_size, meta_store=meta, checkpoint_seconds=1.0,
                         flush_seconds=FLUSH_BOUND_S, filter=cfg.filter.settings(), gtids=cfg.output.gtids,
-                        ddl_comments=cfg.output.ddl_comments)
+                        ddl_comments=cfg.output.ddl_comments, streams=cfg.streams.settings())
 
     def _recover(self) -> None:
         """Cut the binlog after its last CTS marker before the endpoint serves it (a replica must
@@ -256,6 +256,18 @@ class LiveRunner:
         from dumper.global_binlog import DumperError, GlobalBinlog
         s = self._settings()
         state = self.state
+        if s.stream_spec().split:               # a stream group: each stream recovered on its own
+            from dumper.stream_group import StreamGroup
+            try:
+                group = StreamGroup(self.out, s.stream_spec(), state=state, server_id=s.server_id,
+                                    server_version=s.server_version, max_file_size=s.max_file_size,
+                                    heartbeat_interval=s.heartbeat_interval, gtids=s.gtids)
+            except (DumperError, OSError) as exc:
+                raise RunError(f"output.dir {self.out}: {exc}") from None
+            for action in group.recovery.actions:
+                log.warning("recovery of %s: %s", self.out, action)
+            group.close()
+            return
         try:
             gb = GlobalBinlog(self.out, server_id=s.server_id, server_version=s.server_version,
                               max_file_size=s.max_file_size, heartbeat_interval=s.heartbeat_interval,
@@ -272,8 +284,10 @@ class LiveRunner:
         from gbinlog.endpoint_config import endpoint_config
         srv = self.cfg.server
         try:
-            self.endpoint = start_in_thread(endpoint_config(srv, self.cfg.output, directory=self.out, base="binlog",
-                                                            poll_interval=0.02))
+            streams = self.cfg.streams.settings()
+            self.endpoint = start_in_thread(endpoint_config(srv, self.cfg.output, directory=self.out,
+                                                            base=None if streams else "binlog",
+                                                            poll_interval=0.02, streams=streams))
         except ConfigError as exc:   # e.g. a TLS pair that cannot be loaded or made
             raise RunError(f"server: {exc}") from None
         except OSError as exc:
@@ -468,7 +482,7 @@ class LiveRunner:
         if st["lag_ms"] is not None:
             m.lag.set(st["lag_ms"])
         m.replicas.set(len(st["replicas"]))
-        m.update_output(self.out)
+        m.update_output(self.out, streams=self.cfg.streams.settings())
         ok, reason = health_of(st)
         st["health"] = {"ok": ok, "reason": reason}
         self._last_status = st

@@ -21,6 +21,8 @@ runner's status loop. Names::
     gbinlog_output_bytes               bytes of the global binlog files in the output directory
     gbinlog_output_files               number of global binlog files
     gbinlog_output_disk_free_bytes     free bytes on the output directory's file system
+    gbinlog_stream_output_bytes{stream}  a stream group's: bytes of each stream's files (docs/streams.md)
+    gbinlog_stream_output_files{stream}  … and their number
     gbinlog_healthy                    1 when /healthz answers 200
     gbinlog_build_info{version,python} 1 (the running build)
     process_* / python_*               prometheus-client's process and platform collectors
@@ -148,6 +150,10 @@ class Metrics:
         self.output_bytes = Gauge("gbinlog_output_bytes", "Bytes of the global binlog files", registry=r)
         self.output_files = Gauge("gbinlog_output_files", "Global binlog files in the output directory", registry=r)
         self.disk_free = Gauge("gbinlog_output_disk_free_bytes", "Free bytes on the output file system", registry=r)
+        self.stream_bytes = Gauge("gbinlog_stream_output_bytes", "Bytes of a stream's binlog files (stream group)",
+                                  ["stream"], registry=r)
+        self.stream_files = Gauge("gbinlog_stream_output_files", "A stream's binlog files (stream group)",
+                                  ["stream"], registry=r)
         self.healthy = Gauge("gbinlog_healthy", "1 when /healthz answers 200", registry=r)
         from gbinlog import __version__
         Info("gbinlog_build", "The running gbinlog", registry=r).info(
@@ -163,16 +169,31 @@ class Metrics:
         self.healthy.set(1 if ok else 0)
         return ok, reason
 
-    def update_output(self, directory: str | os.PathLike, base: str = "binlog") -> None:
-        """Disk usage of the output directory: its binlog files and the file system's free bytes."""
+    def update_output(self, directory: str | os.PathLike, base: str = "binlog", *,
+                      streams: dict | None = None) -> None:
+        """Disk usage of the output directory: its binlog files (each stream's and their sum, for a
+        stream group: ``streams`` its ``[streams]``) and the file system's free bytes."""
+        from dumper.streams import StreamSpec
+
+        spec = StreamSpec.from_settings(streams)
+        places = [(spec.directory(directory, k), spec.base(k), spec.name(k)) for k in range(spec.count)] \
+            if spec.split else [(Path(directory), base, None)]
         total = files = 0
         try:
-            with os.scandir(directory) as it:
-                for e in it:
-                    name = e.name
-                    if name.startswith(base + ".") and name[len(base) + 1:].isdigit():
-                        files += 1
-                        total += e.stat().st_size
+            for where, prefix, stream in places:
+                n = size = 0
+                if where.is_dir():
+                    with os.scandir(where) as it:
+                        for e in it:
+                            name = e.name
+                            if name.startswith(prefix + ".") and name[len(prefix) + 1:].isdigit():
+                                n += 1
+                                size += e.stat().st_size
+                if stream is not None:
+                    self.stream_bytes.labels(stream).set(size)
+                    self.stream_files.labels(stream).set(n)
+                total += size
+                files += n
             self.disk_free.set(shutil.disk_usage(Path(directory)).free)
         except OSError:
             return

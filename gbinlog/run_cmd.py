@@ -188,6 +188,15 @@ def format_status(doc: dict) -> str:
                          + ("  tls" if r.get("tls") else ""))
             lines.append(line)
     st = doc.get("state_json")
+    group = (st or {}).get("streams")
+    if group:
+        spec = (st.get("settings") or {}).get("streams") or {}
+        lines.append(f"  stream group {spec.get('group', '?')}: {spec.get('count', '?')} streams by "
+                     f"{spec.get('hash', '?')} (as of the last checkpoint)")
+        for k, mark in sorted((group.get("marks") or {}).items(), key=lambda kv: int(kv[0])):
+            counts = (group.get("counts") or {}).get(k) or {}
+            lines.append(f"    stream {k}: {mark['file']}:{mark['pos']}  {counts.get('written', 0):,} txns, "
+                         f"{counts.get('bytes', 0):,} bytes written")
     if st and not doc.get("running"):
         b = st.get("binlog") or {}
         lines.append(f"  state.json: last vtso {st.get('last_vtso')}, binlog {b.get('file')}:{b.get('pos')}")

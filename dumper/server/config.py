@@ -38,6 +38,8 @@ class ServerConfig:
     gtid_mode: str = "OFF"
     handshake_timeout: float = 10.0
     base: str | None = None            # binlog base name; default: from the directory's *.index
+    # a stream group's [streams] (dumper.streams); None: read from the directory's state.json
+    streams: dict | None = None
     # Auth and TLS (auth.py, tls.py): users' plugins (name -> plugin; default: what the stored hash
     # says, else mysql_native_password), a certificate pair, made self-signed when tls_generate.
     user_plugins: dict[str, str] = field(default_factory=dict)

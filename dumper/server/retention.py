@@ -179,16 +179,23 @@ class Rounds:
     """Retention rounds for a directory no endpoint serves (``gbinlog run`` with ``server.port = 0``):
     the caller's periodic loop calls ``due()``; a round runs every ``interval`` seconds."""
 
-    def __init__(self, target: RetentionTarget, interval: float = 2.0) -> None:
-        self.target = target
+    def __init__(self, target: RetentionTarget | list[RetentionTarget], interval: float = 2.0) -> None:
+        self.targets = target if isinstance(target, list) else [target]
         self.interval = interval
         self._next = 0.0
 
     @classmethod
-    def for_directory(cls, directory: Any, output: Any) -> Rounds | None:
-        """Rounds over ``directory`` by ``output``'s rules (None when retention is off)."""
+    def for_directory(cls, directory: Any, output: Any, streams: dict | None = None) -> Rounds | None:
+        """Rounds over ``directory`` by ``output``'s rules (None when retention is off); over each
+        stream of a stream group (``streams``: its ``[streams]``)."""
         if not (output.expire_logs_seconds > 0 or output.max_total_size > 0):
             return None
+        from dumper.streams import StreamSpec
+
+        spec = StreamSpec.from_settings(streams)
+        if spec.split:
+            return cls([Directory(BinlogDir(spec.directory(directory, k), spec.base(k)), output)
+                        for k in range(spec.count)])
         return cls(Directory(BinlogDir(directory, "binlog"), output))
 
     def due(self) -> list[str]:
@@ -197,7 +204,7 @@ class Rounds:
             return []
         self._next = now + self.interval
         try:
-            return purge_once(self.target)
+            return [name for target in self.targets for name in purge_once(target)]
         except Exception:  # noqa: BLE001 - never let retention stop the caller
             log.exception("retention round failed")
             return []

@@ -109,7 +109,7 @@ class BinlogServer:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config.validate()
         # a stream group's output directory: every stream served, stream 0 by default (stream_dirs)
-        self.group = ServedGroup.open(config.dir) if config.base is None else None
+        self.group = ServedGroup.open(config.dir, config.streams) if config.base is None else None
         self.bdir = self.group.streams[0].bdir if self.group else BinlogDir(config.dir, config.base)
         self.queries = QueryHandler(self)
         self.credentials = config.credentials()

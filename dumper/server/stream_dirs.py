@@ -58,15 +58,20 @@ class ServedGroup:
         self.streams = streams
 
     @classmethod
-    def open(cls, directory: str | os.PathLike) -> ServedGroup | None:
-        """The group ``directory`` holds (its ``state.json`` says so), else None."""
+    def open(cls, directory: str | os.PathLike, streams: dict | None = None) -> ServedGroup | None:
+        """The group ``directory`` holds (``streams``: its ``[streams]`` settings, as ``gbinlog run``
+        knows them before its first ``state.json``; else what ``state.json`` says), else None."""
         from dumper.state import load_state
         from dumper.stream_group import is_stream_group
         from dumper.streams import StreamSpec
 
-        if not is_stream_group(directory):
+        if streams is None:
+            if not is_stream_group(directory):
+                return None
+            streams = load_state(directory).settings.get("streams")
+        spec = StreamSpec.from_settings(streams)
+        if not spec.split:
             return None
-        spec = StreamSpec.from_settings(load_state(directory).settings.get("streams"))
         streams = []
         for k in range(spec.count):
             path = StreamSpec.directory(directory, k)
