@@ -410,6 +410,38 @@ class GlobalBinlog:
             self.file_txns += 1
         return self._appended(vtso, ts, len(buf) - at, n_events)
 
+    def append_pass_blocks(self, vtso: str, blocks: list, server_id: int | None, archive: bool) -> int:
+        """``append`` of a DML transaction given as ``binlog.kernel.pass_blocks``' tuple blocks (a
+        stream's part of a pass-through transaction, ``dumper.stream_group``): framed in one kernel
+        call once the file is started and the GTID identity known, else through ``append``."""
+        last = self.last_vtso
+        if last is not None and vtso <= last:
+            raise DumperError(f"vtso {vtso} is not above the last one written ({last}) in "
+                              f"{self.directory / (self.file_name or '?')}")
+        gtids = self.gtids
+        if self._fd is None or (gtids and self.gtid_sid is None):
+            from schema_shaper.model import PassBlock
+
+            return self.append(LogicalTxn(vtso, _DML, [PassBlock(b) for b in blocks], server_id=server_id,
+                                          archive=archive))
+        if gtids:
+            head = [(_GTID, gtid_payload(self.gtid_sid, self.gno + 1, self.file_txns + 1, ddl=False)), _BEGIN_ITEM]
+        else:
+            head = BEGIN_HEAD
+        ts = vtso_timestamp(vtso)
+        buf = self._buf
+        at = len(buf)
+        try:
+            n_events = kernel.frame_dml_txn(buf, self.position, ts, self.server_id if server_id is None else server_id,
+                                            head, blocks, vtso, archive)
+        except BaseException:
+            del buf[at:]
+            raise
+        if gtids:
+            self.gno += 1
+            self.file_txns += 1
+        return self._appended(vtso, ts, len(buf) - at, n_events)
+
     def _appended(self, vtso: str, ts: int, size: int, n_events: int) -> int:
         """The bookkeeping after a written transaction of ``size`` bytes at the end of the buffer."""
         self.last_vtso = vtso

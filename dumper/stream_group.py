@@ -18,12 +18,14 @@ import dataclasses
 import os
 from pathlib import Path
 
+from binlog.kernel import pass_blocks
 from dumper.cluster import ClusterMismatch
 from dumper.global_binlog import GlobalBinlog, check_same_bytes
 from dumper.recovery import count_span
 from dumper.state import BinlogMark, State, load_state, save_state
-from dumper.streams import RecordRouter, StreamMap, StreamSpec, route_transaction
+from dumper.streams import RecordRouter, StreamMap, StreamSpec, route_transaction, stream_of_text
 from schema_shaper.model import LogicalTxn
+from schema_shaper.rows import PASS
 
 
 @dataclasses.dataclass(slots=True)
@@ -43,6 +45,7 @@ class StreamGroup:
         marks = saved.get("marks") or {}
         self.tables = StreamMap.restored(spec.count, saved.get("tables"), state.last_vtso if state else None)
         self.records = RecordRouter(spec.count) if spec.hash == "record" else None
+        self.by_database = spec.hash == "database"
         self.binlogs: list[GlobalBinlog] = []
         for k in range(spec.count):
             mark = marks.get(str(k))
@@ -121,8 +124,48 @@ class StreamGroup:
         self.bytes_written += size
         return size
 
-    def append_passed(self, g, plans) -> None:
-        return None             # every transaction is shaped, then routed
+    def append_passed(self, g, plans) -> int | None:
+        """The hot path (database and table hashing): a DML transaction whose every block passes
+        through (``binlog.kernel.pass_blocks``, the shaper's plan cache) is routed by its blocks'
+        logical tables and each stream's part framed in one kernel call, without a ``LogicalTxn``.
+        None, with nothing done, when it does not pass as a whole (or under record hashing, or
+        while a stream's last transaction is still to be matched): then ``append(shape_txn(g))``."""
+        if self.records is not None or self.unmatched:
+            return None
+        passed = pass_blocks(g.blocks, plans, PASS, tuple)
+        if not passed:
+            return None
+        if self.by_database:
+            count = self.spec.count
+            streams = [stream_of_text(blk[0], count) for blk in passed]
+        else:
+            known = self.tables.known
+            streams = [known.get((blk[0], blk[1])) for blk in passed]
+            if None in streams:
+                of_table = self.tables.stream_of_table
+                streams = [of_table(blk[0], blk[1]) for blk in passed]
+        vtso = g.vtso
+        first = streams[0]
+        if streams.count(first) == len(streams):
+            b = self.binlogs[first]
+            last = b.last_vtso
+            size = 0 if last is not None and vtso <= last else \
+                b.append_pass_blocks(vtso, passed, *_sid_archive(g.branches))
+        else:
+            parts: dict[int, list] = {}
+            for k, blk in zip(streams, passed, strict=True):
+                parts.setdefault(k, []).append(blk)
+            size = 0
+            sid, archive = _sid_archive(g.branches)
+            for k in sorted(parts):
+                b = self.binlogs[k]
+                last = b.last_vtso
+                if last is not None and vtso <= last:
+                    continue                    # resumed: this stream's files hold it already
+                size += b.append_pass_blocks(vtso, parts[k], sid, archive)
+        self.last_vtso = vtso
+        self.bytes_written += size
+        return size
 
     def flush(self, fsync: bool = True) -> None:
         for b in self.binlogs:
@@ -160,6 +203,19 @@ class StreamGroup:
                 binlog=BinlogMark(mark["file"], mark["pos"], mark["vtso"]) if mark else None,
                 counts={"txns": st.counts.get("txns", 0), **counts[str(k)]})
             save_state(b.directory, own)
+
+
+def _sid_archive(branches: list) -> tuple[int | None, bool]:
+    """A transaction's server id (its first branch's that has one) and whether it is an archive one
+    (any branch is): what ``GlobalTxn.server_id`` / ``.archive`` give, in one pass."""
+    sid = None
+    archive = False
+    for b in branches:
+        if sid is None:
+            sid = b.server_id
+        if b.archive:
+            archive = True
+    return sid, archive
 
 
 def is_stream_group(out: str | os.PathLike) -> bool:

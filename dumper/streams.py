@@ -108,6 +108,8 @@ class StreamMap:
     count: int
     moves: list[list] = field(default_factory=list)
     current: dict[str, int] = field(default_factory=dict)
+    # (db, table) → stream, for the hot path; cleared when a rename moves a table
+    known: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @classmethod
     def restored(cls, count: int, moves: list[list] | None, upto: str | None) -> StreamMap:
@@ -119,9 +121,16 @@ class StreamMap:
         return m
 
     def stream_of_table(self, db: str, table: str) -> int:
-        name = f"{db}.{table}"
-        k = self.current.get(name)
-        return stream_of_text(name, self.count) if k is None else k
+        k = self.known.get((db, table))
+        if k is None:
+            name = f"{db}.{table}"
+            k = self.current.get(name)
+            if k is None:
+                k = stream_of_text(name, self.count)
+            if len(self.known) > 65536:
+                self.known.clear()
+            self.known[(db, table)] = k
+        return k
 
     def follow_rename(self, vtso: str, old: tuple[str, str], new: tuple[str, str]) -> None:
         k = self.stream_of_table(*old)
@@ -129,6 +138,7 @@ class StreamMap:
         if self.current.get(name, stream_of_text(name, self.count)) != k:
             self.current[name] = k
             self.moves.append([vtso, name, k])
+            self.known.clear()
 
     def note_ddl(self, txn: LogicalTxn) -> None:
         """A DDL that renames tables moves their map entries (RENAME TABLE, ALTER TABLE … RENAME)."""
@@ -172,36 +182,57 @@ class RecordRouter:
     def has_key(self, table_map: bytes) -> bool:
         return bool(self._table(table_map)[1])
 
-    def split(self, block) -> dict[int, list[tuple[int, bytes]]]:
-        """The block's rows events per stream, each holding that stream's rows (events left with
-        no row are dropped; the last event of each stream's part ends the statement)."""
+    def split(self, block) -> int | dict[int, list[tuple[int, bytes]]]:
+        """The stream of every row of the block when they all go to one (the usual case: the block
+        goes as it is), else its rows events per stream, each holding that stream's rows (events
+        left with no row are dropped; the last event of each stream's part ends the statement)."""
         codec, key = self._table(block.table_map)
         count = self.count
-        parts: dict[int, list[tuple[int, bytes]]] = {}
+        single = len(key) == 1
+        k0 = key[0]
+        decoded = []
+        streams: set[int] = set()
         for type_code, payload in block.rows:
             body = decode_rows_event(type_code, payload)
-            raw = body.raw_rows(codec)
-            if not raw:
-                continue
-            values = body.rows(codec)
-            update = body.present_after is not None
-            head = payload[:len(payload) - len(body.rows_data)]
+            data = body.rows_data
+            if type(data) is not bytes:
+                data = bytes(data)
+            end = len(data)
+            decode = codec.image(body.present).decode
+            after = codec.image(body.present_after).length if body.present_after is not None else None
+            rows = []
+            off = 0
+            while off < end:
+                values, stop = decode(data, off)
+                if after is not None:
+                    stop += after(data, stop)
+                v = values[k0] if single else None
+                text = str(v) if single and type(v) is int else key_text(values[i] for i in key)
+                k = zlib.crc32(text.encode("utf-8", "surrogateescape")) % count
+                streams.add(k)
+                rows.append((k, off, stop))
+                off = stop
+            if off != end:
+                raise ValueError(f"rows event of {block.db}.{block.table} ends inside a row image")
+            decoded.append((type_code, payload[:len(payload) - end], data, rows))
+        if len(streams) <= 1:
+            return next(iter(streams), stream_of_text(f"{block.db}.{block.table}", count))
+        parts: dict[int, list[tuple[int, bytes, bytes]]] = {}
+        for type_code, head, data, rows in decoded:
             chosen: dict[int, list[bytes]] = {}
-            for image, row in zip(raw, values, strict=True):
-                before = row[0] if update else row
-                k = stream_of_text(key_text(before[i] for i in key), count)
-                chosen.setdefault(k, []).append(image[0] + image[1] if update else image)
+            for k, start, stop in rows:
+                chosen.setdefault(k, []).append(data[start:stop])
             for k, images in chosen.items():
                 parts.setdefault(k, []).append((type_code, head, b"".join(images)))
         out: dict[int, list[tuple[int, bytes]]] = {}
-        for k, events in parts.items():
+        for k, events in sorted(parts.items()):
             last = len(events) - 1
-            rows = []
+            rows_events = []
             for i, (type_code, head, data) in enumerate(events):
                 flags = int.from_bytes(head[6:8], "little")
                 flags = flags | _STMT_END if i == last else flags & ~_STMT_END
-                rows.append((type_code, head[:6] + flags.to_bytes(2, "little") + head[8:] + data))
-            out[k] = rows
+                rows_events.append((type_code, head[:6] + flags.to_bytes(2, "little") + head[8:] + data))
+            out[k] = rows_events
         return out
 
 
@@ -225,8 +256,8 @@ def route_transaction(txn: LogicalTxn, spec: StreamSpec, tables: StreamMap,
             parts.setdefault(tables.stream_of_table(block.db, block.table), []).append(block)
         else:
             split = records.split(block)
-            if len(split) == 1:                 # every row to one stream: the block as it is
-                parts.setdefault(next(iter(split)), []).append(block)
+            if type(split) is int:              # every row to one stream: the block as it is
+                parts.setdefault(split, []).append(block)
                 continue
             for k, rows in split.items():
                 parts.setdefault(k, []).append(LogicalBlock(block.db, block.table, block.table_map, rows,
