@@ -401,9 +401,9 @@ def validate(cfg: Config) -> None:
         StreamSpec(cfg.streams.count, cfg.streams.hash, cfg.streams.group)
     except StreamsError as exc:
         raise ConfigError(str(exc)) from None
-    if cfg.streams.count > 1 and cfg.ha.member:
-        raise ConfigError("streams.count: a stream group is not served by an [ha] group yet: run it as a single "
-                          "member (drop [ha]) or count = 1")
+    if cfg.streams.count > 32 and cfg.ha.member:
+        raise ConfigError(f"streams.count: at most 32 streams in an [ha] group (the purge horizon of every "
+                          f"stream is recorded in one row), got {cfg.streams.count}")
 
 
 def validate_ha(cfg: Config) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 
 from dumper.ha import LEADER, HaSettings, LeaseStore, LeaseStoreError, Member
-from dumper.ha.purge import purge_round
+from dumper.ha.purge import purge_round, purge_round_group
 from dumper.server.binlogdir import BinlogDir
 from dumper.server.retention import Directory
 from extractor.vtso import tso_physical_ms, vtso_tso
@@ -52,6 +52,21 @@ def output_position(out: Path, base: str = "binlog") -> tuple[str, int]:
         return name, os.stat(out / name).st_size
     except OSError:
         return name, 0
+
+
+def group_position(out: Path, streams: dict, rotate_size: int) -> tuple[str, int]:
+    """A stream group's position for the lag gate (docs/streams.md): ``<group>.000001`` and the
+    bytes its streams hold, each file before a stream's newest counted as ``rotate_size`` (members'
+    files are byte-identical, purges do not move it)."""
+    from dumper.streams import StreamSpec
+
+    spec = StreamSpec.from_settings(streams)
+    total = 0
+    for k in range(spec.count):
+        name, pos = output_position(spec.directory(out, k), spec.base(k))
+        if name:
+            total += (int(name.rsplit(".", 1)[1]) - 1) * rotate_size + pos
+    return f"{spec.group}.000001", total
 
 
 def bytes_behind(out: Path, mine: tuple[str, int], theirs: tuple[str, int], rotate_size: int) -> int:
@@ -91,10 +106,16 @@ class HaAgent:
         self.member = Member(self.settings, store, position=self._position)
         self._stop = threading.Event()
         self._purger = threading.Thread(target=self._purge_loop, name="gbinlog-ha-purge", daemon=True)
-        self._directory = Directory(BinlogDir(runner.out, "binlog"), runner.cfg.output)
+        self.streams = runner.cfg.streams.settings()
+        self._directories = _directories(runner.out, runner.cfg.output, self.streams)
+
+    def _output_position(self) -> tuple[str, int]:
+        if self.streams:
+            return group_position(self.runner.out, self.streams, self.runner.cfg.output.rotate_size)
+        return output_position(self.runner.out)
 
     def _position(self) -> tuple[str, int, str]:
-        file, pos = output_position(self.runner.out)
+        file, pos = self._output_position()
         p = self.runner.progress
         return file, pos, (p.last_vtso or "") if p is not None else ""
 
@@ -123,7 +144,11 @@ class HaAgent:
         on, interval = self._retention()
         while not self._stop.wait(interval):
             try:
-                purge_round(self.member, self._on_directory, retention_on=on, now=time.time())
+                if self.streams:
+                    runs = [self._on_stream(k) for k in range(len(self._directories))]
+                    purge_round_group(self.member, runs, retention_on=on, now=time.time())
+                else:
+                    purge_round(self.member, self._on_directory, retention_on=on, now=time.time())
             except Exception:  # noqa: BLE001 - a failed round is retried at the next one
                 log.exception("HA purge round failed")
 
@@ -141,11 +166,26 @@ class HaAgent:
         connections change there), or directly for a run with no endpoint."""
         endpoint = self.runner.endpoint
         if endpoint is None:
-            return fn(self._directory, *args)
+            return fn(self._directories[0], *args)
 
         async def call() -> Any:
             return fn(endpoint.server, *args)
         return asyncio.run_coroutine_threadsafe(call(), endpoint.loop).result(10)
+
+    def _on_stream(self, k: int) -> Callable[..., Any]:
+        """``_on_directory`` for stream ``k`` of a stream group."""
+        def run(fn: Callable[..., Any], *args: Any) -> Any:
+            endpoint = self.runner.endpoint
+            if endpoint is None:
+                return fn(self._directories[k], *args)
+            from dumper.server.stream_dirs import RetentionOfStream
+
+            server = endpoint.server
+
+            async def call() -> Any:
+                return fn(RetentionOfStream(server.group.streams[k].bdir, server.config, server), *args)
+            return asyncio.run_coroutine_threadsafe(call(), endpoint.loop).result(10)
+        return run
 
     def catch_up_wait(self) -> float:
         """Seconds a new dump asking for data this member has not written yet may wait for it: a
@@ -168,7 +208,7 @@ class HaAgent:
         row = next((r for r in m.members() if r.member == name), None)
         if row is None:
             return name, leader.get("address") or None, 0, None
-        behind = bytes_behind(self.runner.out, output_position(self.runner.out), (row.file, row.pos),
+        behind = bytes_behind(self.runner.out, self._output_position(), (row.file, row.pos),
                               self.runner.cfg.output.rotate_size)
         p = self.runner.progress
         mine = p.last_vtso if p is not None else None
@@ -228,6 +268,17 @@ class _HaCollector:
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         return iter(())
+
+
+def _directories(out: Path, output: Any, streams: dict | None) -> list[Directory]:
+    """The directories a member's purge rounds go over when no endpoint serves them: the output,
+    or each stream of a stream group."""
+    from dumper.streams import StreamSpec
+
+    spec = StreamSpec.from_settings(streams)
+    if not spec.split:
+        return [Directory(BinlogDir(out, "binlog"), output)]
+    return [Directory(BinlogDir(spec.directory(out, k), spec.base(k)), output) for k in range(spec.count)]
 
 
 def format_ha(ha: dict) -> list[str]:

@@ -204,3 +204,64 @@ def test_purge_binary_logs_logged_and_refused_on_a_follower(tmp_path, caplog):
     assert lines[1].endswith("ERROR 1227: Access denied; you need (at least one of) the SUPER, BINLOG ADMIN "
                              "privilege(s) for this operation")
     assert lines[2].endswith("ERROR 1290: gbinlog HA: this member (m2) is a follower: …")
+
+
+def make_stream_dirs(root: Path, counts: list[int], max_total: int = 0) -> list[Target]:
+    """A stream group's directories: stream ``k`` holds ``counts[k]`` files of 1000 bytes."""
+    out = []
+    for k, n in enumerate(counts):
+        d = root / f"stream{k}"
+        d.mkdir(parents=True)
+        base = f"group1_stream_{k}_binlog"
+        names = [f"{base}.{i:06d}" for i in range(1, n + 1)]
+        for name in names:
+            (d / name).write_bytes(b"x" * 1000)
+        (d / f"{base}.index").write_text("".join(f"./{n}\n" for n in names))
+        out.append(Target(BinlogDir(d, base), Retention(max_total)))
+    return out
+
+
+def test_stream_group_leader_records_every_streams_horizon_in_one_write(store_url, tmp_path):
+    from dumper.ha.purge import group_horizon, purge_round_group
+
+    clock, mono = Clock(), Mono()
+    a, b = member("a", store_url, clock, mono), member("b", store_url, clock, mono)
+    lead = make_stream_dirs(tmp_path / "a", [6, 4], max_total=2500)   # the leader keeps 2 files a stream
+    follow = make_stream_dirs(tmp_path / "b", [6, 3])                # the follower: stream 1 behind
+    try:
+        assert a.tick() == "leader" and b.tick() == "follower"
+        follow[0].reading = "group1_stream_0_binlog.000002"
+        assert purge_round_group(b, [run_on(t) for t in follow], retention_on=True, now=0) == []
+        gone = purge_round_group(a, [run_on(t) for t in lead], retention_on=True, now=0)
+        assert gone == [f"group1_stream_0_binlog.00000{i}" for i in (1, 2, 3, 4)] + \
+            [f"group1_stream_1_binlog.00000{i}" for i in (1, 2)]
+        horizon = a.store.purge_horizon()
+        assert horizon == ("streams:5,3", "a", 1) and group_horizon(horizon[0], 2) == [5, 3]
+        # the follower: stream 0 stops at the file its replica reads, stream 1 never purges its newest
+        gone = purge_round_group(b, [run_on(t) for t in follow], retention_on=True, now=0)
+        assert gone == ["group1_stream_0_binlog.000001", "group1_stream_1_binlog.000001",
+                        "group1_stream_1_binlog.000002"]
+        assert files(follow[0])[0] == "group1_stream_0_binlog.000002"
+        assert files(follow[1]) == ["group1_stream_1_binlog.000003"]
+        follow[0].reading = None
+        assert purge_round_group(b, [run_on(t) for t in follow], retention_on=True, now=0) == \
+            [f"group1_stream_0_binlog.00000{i}" for i in (2, 3, 4)]
+        assert files(follow[0]) == files(lead[0])
+        # nothing new to purge: the leader records nothing more
+        assert purge_round_group(a, [run_on(t) for t in lead], retention_on=True, now=0) == []
+        assert a.store.purge_horizon()[0] == "streams:5,3"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_stream_group_position_for_the_lag_gate(tmp_path):
+    from gbinlog.ha import bytes_behind, group_position
+
+    streams = {"count": 2, "hash": "table", "group": "group1"}
+    make_stream_dirs(tmp_path / "m", [3, 1])
+    # two full files before stream 0's newest at 1000 bytes each counted as rotate_size, plus the newest
+    assert group_position(tmp_path / "m", streams, 4000) == ("group1.000001", 2 * 4000 + 1000 + 1000)
+    mine = group_position(tmp_path / "m", streams, 4000)
+    assert bytes_behind(tmp_path / "m", mine, ("group1.000001", mine[1] + 777), 4000) == 777
+    assert bytes_behind(tmp_path / "m", mine, ("group1.000001", mine[1] - 5), 4000) == 0

@@ -31,12 +31,12 @@ def bound(k: int) -> str:
     return f"group1_stream_{k}_cdc_user"
 
 
-def write_run_config(path: Path, out: Path, cluster: Cluster, port: int) -> Path:
+def write_run_config(path: Path, out: Path, cluster: Cluster, port: int, extra: str = "") -> Path:
     users = ", ".join(f'{{ name = "{bound(k)}", password = "{PASSWORD}" }}' for k in range(N))
     text = (f'[output]\ndir = "{out}"\nrotate_size = "256KB"\n\n'
             f'[server]\nport = {port}\nusers = [{{ name = "repl", password = "{PASSWORD}" }}, {users}]\n\n'
             '[source]\nbackoff_initial_ms = 50\nbackoff_max_ms = 500\n\n'
-            f'[streams]\ncount = {N}\nhash = "record"\n\n')
+            f'[streams]\ncount = {N}\nhash = "record"\n\n{extra}\n')
     for dn in DNS:
         text += (f'[[dn]]\nid = "{dn}"\nhost = "127.0.0.1"\nport = {cluster.dn_port(int(dn[2:]))}\n'
                  f'user = "{DN_USER}"\npassword = "{DN_PASSWORD}"\n\n')
@@ -127,3 +127,43 @@ def test_run_into_three_streams_killed_resumes_every_stream_byte_for_byte(tmp_pa
     assert stream_bytes(out) == reference
     report = verify(out, cluster.dir / "truth.json")
     assert report.ok and report.truth_checked, report.errors[:3]
+
+
+def test_two_ha_members_write_and_serve_the_same_stream_group(tmp_path):
+    """Two members of an HA group (SQLite lease store) each write the stream group from the DNs: one
+    leader; the follower serves (its lag in bytes from the streams' positions); once the load ends
+    both hold the same bytes in every stream, and a bound user's GTID dump from either is the same."""
+    from tests.test_ha_run import role_of, wait_for_roles
+
+    cluster = Cluster(tmp_path, "bank", 4, duration=8, tps=150, seed=35)
+    store = f"sqlite:///{tmp_path / 'lease.db'}"
+    members = {}
+    try:
+        for name in ("m1", "m2"):
+            port, metrics = free_port(), free_port()
+            extra = (f'[metrics]\nport = {metrics}\n\n[ha]\nmember = "{name}"\nlease_ms = 1500\n'
+                     f'store = "{store}"\n')
+            cfg = write_run_config(tmp_path / f"{name}.toml", tmp_path / name, cluster, port, extra)
+            svc = Service(cfg, tmp_path / f"{name}.log")
+            svc.start()
+            members[name] = (svc, port, metrics)
+        wait_for_roles([(svc, metrics) for svc, _, metrics in members.values()])
+        roles = wait_for(lambda: (lambda r: r if sorted(r.values()) == [0, 1] else None)(
+            {n: role_of(m[2]) for n, m in members.items()}), 20, "one leader and one follower")
+        cluster.wait_done(90)
+        outs = [tmp_path / n for n in members]
+        wait_for(lambda: stream_bytes(outs[0]) and stream_bytes(outs[0]) == stream_bytes(outs[1]), 60,
+                 "both members' streams to hold the same bytes", interval=1.0)
+        leader = next(n for n, r in roles.items() if r == 1)
+        follower = next(n for n, r in roles.items() if r == 0)
+        for k in range(N):
+            want = read_gtids(members[leader][1], k, log_file=f"group1_stream_{k}_binlog.000001", log_pos=4)
+            assert want and read_gtids(members[follower][1], k, log_file=f"group1_stream_{k}_binlog.000001",
+                                       log_pos=4) == want
+        st = json.loads((tmp_path / follower / "status.json").read_text())["ha"]
+        assert st["role"] == "follower" and st["leader"] == leader and st["lag_bytes"] == 0, st
+        assert {r["file"] for r in st["members"]} == {"group1.000001"}
+    finally:
+        for svc, _, _ in members.values():
+            svc.ensure_stopped()
+        cluster.close()

@@ -69,6 +69,61 @@ def purge_round(member: Member, run: Run, *, retention_on: bool, now: float) -> 
     return gone
 
 
+# -- a stream group (docs/streams.md): one horizon per stream, recorded together --------------------
+GROUP_HORIZON = "streams:"
+
+
+def group_horizon(text: str, count: int) -> list[int]:
+    """The recorded horizon of a stream group, per stream the number of the first file kept (0:
+    none): ``streams:4,3,5``; anything else (no horizon yet) is all 0."""
+    if not text.startswith(GROUP_HORIZON):
+        return [0] * count
+    seqs = [int(x) for x in text[len(GROUP_HORIZON):].split(",") if x]
+    return (seqs + [0] * count)[:count]
+
+
+def purge_round_group(member: Member, runs: list[Run], *, retention_on: bool, now: float) -> list[str]:
+    """``purge_round`` for a stream group: ``runs`` per stream. Each stream follows its part of the
+    recorded horizon; the leader plans each stream by its retention rules and records every
+    stream's horizon in one fenced write (``streams:<seq>,<seq>,…``) before removing a file."""
+    store = member.store
+    try:
+        horizon, by, epoch = store.purge_horizon()
+    except LeaseStoreError as exc:
+        log.debug("HA purge round: %s", exc)
+        return []
+    recorded = group_horizon(horizon, len(runs))
+    gone: list[str] = []
+    for run, seq in zip(runs, recorded, strict=True):
+        if seq:
+            gone += run(retention.follow_once, f"x.{seq:06d}", f"{by}, epoch {epoch}")
+    if member.role != LEADER:
+        return gone
+    plans = []
+    wanted = list(recorded)
+    for k, run in enumerate(runs):
+        keep_from, reason, _ = run(retention.purge_plan, now) if retention_on else (None, "", [])
+        first = run(_first_file)
+        want = max((retention.seq_of(f) for f in (keep_from, first) if f), default=0)
+        wanted[k] = max(wanted[k], want)
+        plans.append((keep_from, reason))
+    if wanted == recorded:
+        return gone
+    text = GROUP_HORIZON + ",".join(map(str, wanted))
+    try:
+        mine = member.fence.check()
+        if not store.record_purge(member.settings.member, mine, text, store.now_ms()):
+            return gone
+    except (FencedOut, LeaseStoreError) as exc:
+        log.info("HA purge round: not purging to '%s': %s", text, exc)
+        return gone
+    log.info("HA: leader %s (epoch %d) recorded the purge horizon '%s'", member.settings.member, mine, text)
+    for run, (keep_from, reason) in zip(runs, plans, strict=True):
+        if keep_from is not None:
+            gone += run(_purge_while_leading, member, keep_from, f"retention ({reason}) on the leader, epoch {mine}")
+    return gone
+
+
 def _first_file(target: retention.RetentionTarget) -> str | None:
     files = target.bdir.files()
     return files[0] if files else None
