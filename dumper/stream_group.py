@@ -135,28 +135,38 @@ class StreamGroup:
         passed = pass_blocks(g.blocks, plans, PASS, tuple)
         if not passed:
             return None
-        if self.by_database:
-            count = self.spec.count
-            streams = [stream_of_text(blk[0], count) for blk in passed]
-        else:
-            known = self.tables.known
-            streams = [known.get((blk[0], blk[1])) for blk in passed]
-            if None in streams:
-                of_table = self.tables.stream_of_table
-                streams = [of_table(blk[0], blk[1]) for blk in passed]
+        # the stream of each block: one dict lookup a block (StreamMap.known, by (db, table); by
+        # (db, "") under database hashing), computed once per table
+        known = self.tables.known
+        by_db = self.by_database
+        first = -1
+        split = False
+        for blk in passed:
+            k = known.get((blk[0], "") if by_db else (blk[0], blk[1]))
+            if k is None:
+                k = self._stream_of_block(blk[0], blk[1])
+            if first < 0:
+                first = k
+            elif k != first:
+                split = True
+        sid = None
+        archive = False
+        for b in g.branches:                    # GlobalTxn.server_id / .archive, in one pass
+            if sid is None:
+                sid = b.server_id
+            if b.archive:
+                archive = True
         vtso = g.vtso
-        first = streams[0]
-        if streams.count(first) == len(streams):
+        if not split:
             b = self.binlogs[first]
             last = b.last_vtso
-            size = 0 if last is not None and vtso <= last else \
-                b.append_pass_blocks(vtso, passed, *_sid_archive(g.branches))
+            size = 0 if last is not None and vtso <= last else b.append_pass_blocks(vtso, passed, sid, archive)
         else:
             parts: dict[int, list] = {}
-            for k, blk in zip(streams, passed, strict=True):
+            for blk in passed:
+                k = known.get((blk[0], "") if by_db else (blk[0], blk[1]))
                 parts.setdefault(k, []).append(blk)
             size = 0
-            sid, archive = _sid_archive(g.branches)
             for k in sorted(parts):
                 b = self.binlogs[k]
                 last = b.last_vtso
@@ -166,6 +176,14 @@ class StreamGroup:
         self.last_vtso = vtso
         self.bytes_written += size
         return size
+
+    def _stream_of_block(self, db: str, table: str) -> int:
+        """A block's stream the first time its table is seen (then ``StreamMap.known`` has it)."""
+        if self.by_database:
+            k = stream_of_text(db, self.spec.count)
+            self.tables.known[(db, "")] = k
+            return k
+        return self.tables.stream_of_table(db, table)
 
     def flush(self, fsync: bool = True) -> None:
         for b in self.binlogs:
@@ -203,19 +221,6 @@ class StreamGroup:
                 binlog=BinlogMark(mark["file"], mark["pos"], mark["vtso"]) if mark else None,
                 counts={"txns": st.counts.get("txns", 0), **counts[str(k)]})
             save_state(b.directory, own)
-
-
-def _sid_archive(branches: list) -> tuple[int | None, bool]:
-    """A transaction's server id (its first branch's that has one) and whether it is an archive one
-    (any branch is): what ``GlobalTxn.server_id`` / ``.archive`` give, in one pass."""
-    sid = None
-    archive = False
-    for b in branches:
-        if sid is None:
-            sid = b.server_id
-        if b.archive:
-            archive = True
-    return sid, archive
 
 
 def is_stream_group(out: str | os.PathLike) -> bool:
