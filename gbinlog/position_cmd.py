@@ -155,6 +155,10 @@ def position_command(directory: str, gtid_set: str | None, tso: str | None, time
     try:
         files = list_files(path) if path.is_dir() else []
         if not files:
+            from dumper.stream_group import is_stream_group
+
+            if is_stream_group(path):
+                raise PositionError(f"{path} is a stream group: give one stream's directory ({path}/stream0 …)")
             raise PositionError(f"{path}: no binlog files (no binlog.index)")
         if gtid_set is not None:
             found = position_for_gtid(path, files, gtid_set)

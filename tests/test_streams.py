@@ -395,3 +395,67 @@ def test_the_endpoint_picks_the_stream_by_file_name_user_or_with_clause(outputs)
             gtids("repl", "pw", auto_position=f"{uuid2}:1-5")
         with pytest.raises(pymysql.err.OperationalError, match="is not a file of stream group group1"):
             gtids("repl", "pw", log_file="binlog.000001", log_pos=4)
+
+
+def test_filters_apply_before_routing(tmp_path, cluster):
+    out = tmp_path / "g"
+    proc = run_cli("build", *dn_args(cluster), "--out", str(out), "--streams", "3", "--stream-hash", "record",
+                   "--exclude", "bank.audit*")
+    assert proc.returncode == 0, proc.stderr
+    tables = {(db, table) for k in range(N) for db, table, _op, _img in changes_of(stream_files(out, k))}
+    assert ("bank", "accounts") in tables and not any(t.startswith("audit") for db, t in tables if db == "bank")
+
+
+def test_one_stream_alone_is_an_ordinary_directory_for_serve_and_position(outputs):
+    from dumper.server import ServerConfig, start_in_thread
+    from tests.test_server_support import USERS
+
+    d = outputs["table"] / "stream1"
+    files = stream_files(outputs["table"], 1)
+    with start_in_thread(ServerConfig(dir=d, users=USERS, server_id=100)) as h:
+        import pymysql
+
+        from tests.test_server_support import PASSWORD, USER
+        with pymysql.connect(host="127.0.0.1", port=h.port, user=USER, password=PASSWORD) as c, c.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            assert [r[0] for r in cur.fetchall()] == [f.name for f in files]
+            cur.execute("SHOW BINARY STREAMS")
+            assert cur.fetchall() == ()
+    proc = run_cli("position", str(d), "--tso", "0")
+    assert proc.returncode == 0 and proc.stdout.startswith(f"{files[0].name}:"), proc.stdout + proc.stderr
+    proc = run_cli("position", str(outputs["table"]), "--tso", "0")
+    assert proc.returncode == 1 and "is a stream group: give one stream's directory" in proc.stderr
+
+
+def test_purge_to_a_streams_file_purges_that_stream_only(tmp_path, outputs):
+    import shutil
+
+    import pymysql
+
+    from dumper.server import ServerConfig, start_in_thread
+    from tests.test_server_support import ADMIN, ADMIN_PASSWORD, USERS
+
+    out = tmp_path / "g"
+    shutil.copytree(outputs["table"], out)
+    k = max(range(N), key=lambda i: len(stream_files(out, i)))
+    before = {i: [f.name for f in stream_files(out, i)] for i in range(N)}
+    assert len(before[k]) >= 2
+    with start_in_thread(ServerConfig(dir=out, users=USERS, admins=frozenset({ADMIN}), server_id=100)) as h:
+        with pymysql.connect(host="127.0.0.1", port=h.port, user=ADMIN, password=ADMIN_PASSWORD) as c, \
+                c.cursor() as cur:
+            cur.execute(f"PURGE BINARY LOGS TO '{before[k][1]}'")
+            cur.execute(f"SHOW BINARY LOGS WITH 'group1_stream_{k}'")
+            assert [r[0] for r in cur.fetchall()] == before[k][1:]
+    for i in range(N):
+        assert [f.name for f in stream_files(out, i)] == (before[i][1:] if i == k else before[i])
+
+
+def test_status_lists_each_stream(outputs):
+    from gbinlog.run_cmd import format_status
+
+    state = json.loads((outputs["record"] / "state.json").read_text())
+    text = format_status({"running": False, "output": str(outputs["record"]), "state_json": state})
+    assert "stream group group1: 3 streams by record" in text
+    for k in range(N):
+        mark = state["streams"]["marks"][str(k)]
+        assert f"stream {k}: {mark['file']}:{mark['pos']}" in text
