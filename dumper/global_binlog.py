@@ -388,12 +388,9 @@ class GlobalBinlog:
         if self._fd is None or (last is not None and vtso <= last):
             return None
         gtids = self.gtids
-        if gtids:
-            if self.gtid_sid is None:
-                return None
-            head = [(_GTID, gtid_payload(self.gtid_sid, self.gno + 1, self.file_txns + 1, ddl=False)), _BEGIN_ITEM]
-        else:
-            head = BEGIN_HEAD
+        if gtids and self.gtid_sid is None:
+            return None
+        head = self._dml_head()
         ts = vtso_timestamp(vtso)
         buf = self._buf
         at = len(buf)
@@ -410,6 +407,13 @@ class GlobalBinlog:
             self.file_txns += 1
         return self._appended(vtso, ts, len(buf) - at, n_events)
 
+    def _dml_head(self) -> list:
+        """The events before a pass-through DML transaction's blocks: its GTID (GTIDs on, the
+        identity known) and BEGIN."""
+        if self.gtids:
+            return [(_GTID, gtid_payload(self.gtid_sid, self.gno + 1, self.file_txns + 1, ddl=False)), _BEGIN_ITEM]
+        return BEGIN_HEAD
+
     def append_pass_blocks(self, vtso: str, blocks: list, server_id: int | None, archive: bool) -> int:
         """``append`` of a DML transaction given as ``binlog.kernel.pass_blocks``' tuple blocks (a
         stream's part of a pass-through transaction, ``dumper.stream_group``): framed in one kernel
@@ -424,10 +428,7 @@ class GlobalBinlog:
 
             return self.append(LogicalTxn(vtso, _DML, [PassBlock(b) for b in blocks], server_id=server_id,
                                           archive=archive))
-        if gtids:
-            head = [(_GTID, gtid_payload(self.gtid_sid, self.gno + 1, self.file_txns + 1, ddl=False)), _BEGIN_ITEM]
-        else:
-            head = BEGIN_HEAD
+        head = self._dml_head()
         ts = vtso_timestamp(vtso)
         buf = self._buf
         at = len(buf)

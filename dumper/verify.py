@@ -150,16 +150,9 @@ def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None 
                         + (" — a DN's binlog directory? verify checks gbinlog build's output"
                            if any(Path(directory).glob("mysql-bin.*")) else ""))
         return report
-    data = None
-    if truth is not None:
-        data = truth if isinstance(truth, dict) else load_truth(truth)
-        if isinstance(data, str):
-            report.fatal = data
-            return report
-        report.fatal = check_cluster_of_output(Path(directory), data)
-        if report.fatal:
-            return report
-        data = filtered_truth(Path(directory), data)
+    data, report.fatal = truth_for(Path(directory), truth)
+    if report.fatal:
+        return report
     checker.run()
     if data is not None and report.ok:
         try:
@@ -171,6 +164,20 @@ def verify(directory: str | os.PathLike, truth: str | os.PathLike | dict | None 
 
 
 # -- against the simulator's truth ---------------------------------------------------------------------
+def truth_for(directory: Path, truth: str | os.PathLike | dict | None) -> tuple[dict | None, str | None]:
+    """(the truth as ``directory`` must hold it, None) — read, checked to be the cluster the output
+    was built from, filtered as the output was — or (None, why not)."""
+    if truth is None:
+        return None, None
+    data = truth if isinstance(truth, dict) else load_truth(truth)
+    if isinstance(data, str):
+        return None, data
+    fatal = check_cluster_of_output(directory, data)
+    if fatal:
+        return None, fatal
+    return filtered_truth(directory, data), None
+
+
 def load_truth(path: str | os.PathLike) -> dict | str:
     """The simulator's truth.json, or a one-line reason why ``path`` is not one."""
     try:

@@ -14,9 +14,7 @@ from dumper.verify import (
     _check_truth,
     _Checker,
     _Stop,
-    check_cluster_of_output,
-    filtered_truth,
-    load_truth,
+    truth_for,
 )
 from dumper.verify_file import Written
 
@@ -26,16 +24,9 @@ def verify_group(directory: Path, truth: str | dict | None = None, *, max_errors
     spec = StreamSpec.from_settings(state.settings.get("streams") if state else None)
     group = _Checker(directory, truth is not None, max_errors)
     report = group.report
-    data = None
-    if truth is not None:
-        data = truth if isinstance(truth, dict) else load_truth(truth)
-        if isinstance(data, str):
-            report.fatal = data
-            return report
-        report.fatal = check_cluster_of_output(directory, data)
-        if report.fatal:
-            return report
-        data = filtered_truth(directory, data)
+    data, report.fatal = truth_for(directory, truth)
+    if report.fatal:
+        return report
     streams: list[list[Written]] = []
     for k in range(spec.count):
         d = spec.directory(directory, k)

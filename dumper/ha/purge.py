@@ -40,12 +40,10 @@ Run = Callable[..., Any]
 def purge_round(member: Member, run: Run, *, retention_on: bool, now: float) -> list[str]:
     """Follow the recorded horizon; as the leader, purge by retention and record it first. Returns
     the files removed."""
-    store = member.store
-    try:
-        horizon, by, epoch = store.purge_horizon()
-    except LeaseStoreError as exc:
-        log.debug("HA purge round: %s", exc)
+    recorded_now = _read_horizon(member)
+    if recorded_now is None:
         return []
+    horizon, by, epoch = recorded_now
     gone: list[str] = []
     if horizon:
         gone += run(retention.follow_once, horizon, f"{by}, epoch {epoch}")
@@ -56,14 +54,9 @@ def purge_round(member: Member, run: Run, *, retention_on: bool, now: float) -> 
     want = max((f for f in (keep_from, first) if f), key=retention.seq_of, default=None)
     if want is None or retention.seq_of(want) <= retention.seq_of(horizon or "x.0"):
         return gone
-    try:
-        mine = member.fence.check()
-        if not store.record_purge(member.settings.member, mine, want, store.now_ms()):
-            return gone
-    except (FencedOut, LeaseStoreError) as exc:
-        log.info("HA purge round: not purging to '%s': %s", want, exc)
+    mine = _record_horizon(member, want)
+    if mine is None:
         return gone
-    log.info("HA: leader %s (epoch %d) recorded the purge horizon '%s'", member.settings.member, mine, want)
     if keep_from is not None:
         gone += run(_purge_while_leading, member, keep_from, f"retention ({reason}) on the leader, epoch {mine}")
     return gone
@@ -86,12 +79,10 @@ def purge_round_group(member: Member, runs: list[Run], *, retention_on: bool, no
     """``purge_round`` for a stream group: ``runs`` per stream. Each stream follows its part of the
     recorded horizon; the leader plans each stream by its retention rules and records every
     stream's horizon in one fenced write (``streams:<seq>,<seq>,…``) before removing a file."""
-    store = member.store
-    try:
-        horizon, by, epoch = store.purge_horizon()
-    except LeaseStoreError as exc:
-        log.debug("HA purge round: %s", exc)
+    recorded_now = _read_horizon(member)
+    if recorded_now is None:
         return []
+    horizon, by, epoch = recorded_now
     recorded = group_horizon(horizon, len(runs))
     gone: list[str] = []
     for run, seq in zip(runs, recorded, strict=True):
@@ -109,19 +100,37 @@ def purge_round_group(member: Member, runs: list[Run], *, retention_on: bool, no
         plans.append((keep_from, reason))
     if wanted == recorded:
         return gone
-    text = GROUP_HORIZON + ",".join(map(str, wanted))
-    try:
-        mine = member.fence.check()
-        if not store.record_purge(member.settings.member, mine, text, store.now_ms()):
-            return gone
-    except (FencedOut, LeaseStoreError) as exc:
-        log.info("HA purge round: not purging to '%s': %s", text, exc)
+    mine = _record_horizon(member, GROUP_HORIZON + ",".join(map(str, wanted)))
+    if mine is None:
         return gone
-    log.info("HA: leader %s (epoch %d) recorded the purge horizon '%s'", member.settings.member, mine, text)
     for run, (keep_from, reason) in zip(runs, plans, strict=True):
         if keep_from is not None:
             gone += run(_purge_while_leading, member, keep_from, f"retention ({reason}) on the leader, epoch {mine}")
     return gone
+
+
+def _read_horizon(member: Member) -> tuple[str, str, int] | None:
+    """The recorded horizon (``LeaseStore.purge_horizon``), None while the store cannot be read."""
+    try:
+        return member.store.purge_horizon()
+    except LeaseStoreError as exc:
+        log.debug("HA purge round: %s", exc)
+        return None
+
+
+def _record_horizon(member: Member, horizon: str) -> int | None:
+    """Record ``horizon`` under this leader's epoch (a fenced, conditional write); the epoch, or
+    None when it was not recorded (fenced out, not the lease holder, the store unreachable)."""
+    store = member.store
+    try:
+        mine = member.fence.check()
+        if not store.record_purge(member.settings.member, mine, horizon, store.now_ms()):
+            return None
+    except (FencedOut, LeaseStoreError) as exc:
+        log.info("HA purge round: not purging to '%s': %s", horizon, exc)
+        return None
+    log.info("HA: leader %s (epoch %d) recorded the purge horizon '%s'", member.settings.member, mine, horizon)
+    return mine
 
 
 def _first_file(target: retention.RetentionTarget) -> str | None:
