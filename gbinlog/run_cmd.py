@@ -63,6 +63,9 @@ def run_command(config: str | None, engine: str, master: str | None, confs: tupl
     setup_logging(verbose, log_file, "run")
     reopen_logs_on_sighup()
     if engine == "spark":
+        if cfg.streams.count > 1:
+            fail("run", "[streams] count > 1 (a stream group) is not supported with --engine spark: run it with "
+                        "--engine local")
         from gbinlog.spark_engine.streaming import SparkLiveRunner
         runner: LiveRunner = SparkLiveRunner(cfg, master=master, conf=list(confs), trigger=trigger)
     else:

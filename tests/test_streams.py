@@ -459,3 +459,14 @@ def test_status_lists_each_stream(outputs):
     for k in range(N):
         mark = state["streams"]["marks"][str(k)]
         assert f"stream {k}: {mark['file']}:{mark['pos']}" in text
+
+
+def test_run_with_spark_refuses_a_stream_group(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[output]\ndir = "{tmp_path / "out"}"\n[server]\nport = 0\n[streams]\ncount = 2\n'
+                   f'[[dn]]\nid = "dn0"\ndir = "{tmp_path}"\n')
+    proc = run_cli("run", "--config", str(cfg), "--engine", "spark")
+    assert proc.returncode == 2 and "not supported with --engine spark" in proc.stderr, proc.stderr
+    cfg.write_text(cfg.read_text().replace("count = 2", 'count = 2\nhash = "rows"'))
+    proc = run_cli("run", "--config", str(cfg))
+    assert proc.returncode == 2 and "streams.hash = 'rows'" in proc.stderr, proc.stderr
