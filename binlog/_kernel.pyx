@@ -1267,6 +1267,36 @@ def frame_pass_txn(bytearray out, Py_ssize_t pos, unsigned int timestamp, unsign
     return frame_dml_txn_c(out, pos, timestamp, server_id if sid is None else sid, head, passed, vtso, archive)
 
 
+# -- a pass-through transaction routed to a stream group's streams; see binlog.kernel_py.route_pass_txn
+def route_pass_txn(list blocks, list branches, dict plans, int pass_kind, dict known, bint by_db):
+    cdef object passed = pass_blocks_c(blocks, plans, pass_kind, tuple)
+    cdef object sid = None
+    cdef bint archive = False
+    cdef bint split = False
+    cdef list each = []
+    cdef object k, first = None
+    cdef tuple blk
+    if not passed:
+        return None
+    for b in <list>passed:
+        blk = <tuple>b
+        k = known.get((blk[0], "") if by_db else (blk[0], blk[1]))
+        if k is None:
+            each = None
+            break
+        if first is None:
+            first = k
+        elif k != first:
+            split = True
+        each.append(k)
+    for br in branches:
+        if sid is None:
+            sid = M_SERVER_ID.get(br)
+        if M_ARCHIVE.get(br):
+            archive = True
+    return passed, (None if each is None else (each if split else first)), sid, archive
+
+
 # -- the trace merge's sort (merger.trace_merge.merge_by_trace); see binlog.kernel_py.by_trace ---------
 from cpython.object cimport PyObject_RichCompareBool, Py_LT, Py_EQ
 from operator import attrgetter

@@ -77,6 +77,9 @@ __all__ += ["frame_dml_txn"]
 # a pass-through global transaction shaped and framed in one call (dumper.global_binlog.append_passed)
 frame_pass_txn = _impl.frame_pass_txn
 __all__ += ["frame_pass_txn"]
+# a pass-through transaction routed to a stream group's streams (dumper.stream_group)
+route_pass_txn = _impl.route_pass_txn
+__all__ += ["route_pass_txn"]
 # the trace merge's sort (merger.trace_merge)
 by_trace = _impl.by_trace
 __all__ += ["by_trace"]

@@ -227,6 +227,35 @@ def pass_blocks(blocks: list, plans: dict, pass_kind: int, block_cls) -> list | 
     return out
 
 
+def route_pass_txn(blocks: list, branches: list, plans: dict, pass_kind: int, known: dict,
+                   by_db: bool) -> tuple | None:
+    """A pass-through transaction routed to the streams of a stream group (``dumper.stream_group``):
+    ``(passed, streams, server_id, archive)`` where ``passed`` is ``pass_blocks``' tuple blocks,
+    ``streams`` the one stream they all go to (an int), or a list with each block's, or None when a
+    block's table is not in ``known`` yet (``known``: ``(db, table)`` → stream; ``(db, "")`` with
+    ``by_db``); ``server_id``/``archive`` are the branches' (``GlobalTxn.server_id``/``.archive``).
+    None when the transaction does not pass through (``pass_blocks``)."""
+    passed = pass_blocks(blocks, plans, pass_kind, tuple)
+    if not passed:
+        return None
+    each = []
+    for blk in passed:
+        k = known.get((blk[0], "") if by_db else (blk[0], blk[1]))
+        if k is None:
+            each = None
+            break
+        each.append(k)
+    sid = None
+    archive = False
+    for b in branches:
+        if sid is None:
+            sid = b.server_id
+        if b.archive:
+            archive = True
+    streams = each if each is None or each.count(each[0]) != len(each) else each[0]
+    return passed, streams, sid, archive
+
+
 # -- a DML transaction of the global binlog from its vtso (dumper.global_binlog) ----------------------
 XID = 16
 CTS_PREFIX = b"CTS::"

@@ -18,7 +18,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from binlog.kernel import pass_blocks
+from binlog.kernel import route_pass_txn
 from dumper.cluster import ClusterMismatch
 from dumper.global_binlog import GlobalBinlog, check_same_bytes
 from dumper.recovery import count_span
@@ -126,45 +126,29 @@ class StreamGroup:
 
     def append_passed(self, g, plans) -> int | None:
         """The hot path (database and table hashing): a DML transaction whose every block passes
-        through (``binlog.kernel.pass_blocks``, the shaper's plan cache) is routed by its blocks'
-        logical tables and each stream's part framed in one kernel call, without a ``LogicalTxn``.
+        through is routed by its blocks' logical tables (``binlog.kernel.route_pass_txn``: the
+        shaper's plan cache and ``StreamMap.known``) and each stream's part framed in one kernel
+        call, without a ``LogicalTxn``.
         None, with nothing done, when it does not pass as a whole (or under record hashing, or
         while a stream's last transaction is still to be matched): then ``append(shape_txn(g))``."""
         if self.records is not None or self.unmatched:
             return None
-        passed = pass_blocks(g.blocks, plans, PASS, tuple)
-        if not passed:
+        routed = route_pass_txn(g.blocks, g.branches, plans, PASS, self.tables.known, self.by_database)
+        if routed is None:
             return None
-        # the stream of each block: one dict lookup a block (StreamMap.known, by (db, table); by
-        # (db, "") under database hashing), computed once per table
-        known = self.tables.known
-        by_db = self.by_database
-        first = -1
-        split = False
-        for blk in passed:
-            k = known.get((blk[0], "") if by_db else (blk[0], blk[1]))
-            if k is None:
-                k = self._stream_of_block(blk[0], blk[1])
-            if first < 0:
-                first = k
-            elif k != first:
-                split = True
-        sid = None
-        archive = False
-        for b in g.branches:                    # GlobalTxn.server_id / .archive, in one pass
-            if sid is None:
-                sid = b.server_id
-            if b.archive:
-                archive = True
+        passed, streams, sid, archive = routed
+        if streams is None:                     # a table seen for the first time: routed here, known after
+            streams = [self._stream_of_block(blk[0], blk[1]) for blk in passed]
+            if streams.count(streams[0]) == len(streams):
+                streams = streams[0]
         vtso = g.vtso
-        if not split:
-            b = self.binlogs[first]
+        if type(streams) is int:                # the whole transaction to one stream
+            b = self.binlogs[streams]
             last = b.last_vtso
             size = 0 if last is not None and vtso <= last else b.append_pass_blocks(vtso, passed, sid, archive)
         else:
             parts: dict[int, list] = {}
-            for blk in passed:
-                k = known.get((blk[0], "") if by_db else (blk[0], blk[1]))
+            for k, blk in zip(streams, passed, strict=True):
                 parts.setdefault(k, []).append(blk)
             size = 0
             for k in sorted(parts):

@@ -201,3 +201,33 @@ def test_by_trace_is_the_stable_merge_of_the_branches_blocks_by_trace_id():
                 merged, flag = impl.by_trace(seq)
                 assert merged == want and flag is repeated
                 assert all(merged is not br.blocks for br in branches)
+
+
+def test_route_pass_txn_routes_the_passed_blocks_by_the_known_streams():
+    """``pass_blocks``' tuples with each block's stream from ``known`` — one int when they all go
+    to one stream, a list when several, None when a table is not known — and the branches' server
+    id and archive flag; None when the transaction does not pass. Both kernels alike."""
+    rnd = random.Random(37)
+    plans = {rnd.randbytes(30 + i): SimpleNamespace(kind=PASS, db=f"db{i % 2}", table=f"t{i}",
+                                                    table_map=rnd.randbytes(40), id_bytes=rnd.randbytes(6),
+                                                    src_id=rnd.randbytes(6)) for i in range(3)}
+    seen = {"one": 0, "several": 0, "unknown": 0, "refused": 0}
+    for _ in range(400):
+        blocks, expected = _random_blocks(rnd, plans)
+        branches = [SimpleNamespace(server_id=rnd.choice([None, rnd.randrange(1 << 32)]), archive=rnd.random() < 0.2)
+                    for _ in range(rnd.randrange(1, 4))]
+        by_db = rnd.random() < 0.5
+        known = {((p.db, "") if by_db else (p.db, p.table)): rnd.randrange(3) for p in plans.values()
+                 if rnd.random() < 0.8}
+        if not expected:
+            want = None
+            seen["refused"] += 1
+        else:
+            each = [known.get((b[0], "") if by_db else (b[0], b[1])) for b in expected]
+            streams = None if None in each else each[0] if len(set(each)) == 1 else each
+            seen["unknown" if streams is None else "one" if type(streams) is int else "several"] += 1
+            sid = next((b.server_id for b in branches if b.server_id is not None), None)
+            want = (expected, streams, sid, any(b.archive for b in branches))
+        for impl in IMPLS:
+            assert impl.route_pass_txn(blocks, branches, plans, PASS, known, by_db) == want
+    assert min(seen.values()) > 20, seen
