@@ -96,12 +96,12 @@ def test_replica_keeps_up_while_a_build_grows_the_served_directory(replica, tmp_
     replica.query("STOP SLAVE")
     replica.query("RESET SLAVE ALL")
     replica.query("DROP DATABASE IF EXISTS bank")
-    # The build writes each txn to the file as it goes (flush_seconds=0), slowed to ~2 ms a txn so
-    # that it runs for a while with the replica attached.
+    # The build writes each txn to the file as it goes (flush_seconds=0), slowed to ~8 ms a txn so
+    # that it runs for a few seconds with the replica attached (a loaded host samples slowly).
     slow = threading.Event()
 
     def throttle() -> bool:
-        time.sleep(0.002)
+        time.sleep(0.008)
         return False
 
     result: dict = {}
@@ -134,7 +134,7 @@ def test_replica_keeps_up_while_a_build_grows_the_served_directory(replica, tmp_
                     bad.append(("bank", total, count))
             except Exception:  # noqa: BLE001 - the table comes with the first DDL
                 pass
-            time.sleep(0.05)
+            time.sleep(0.02)
         t.join()
         assert "error" not in result, result
         st = wait_caught_up(replica, *end_of(out), timeout=60)
