@@ -68,6 +68,7 @@ def agent_for(member: Member, out: Path, last_vtso: str | None) -> HaAgent:
     agent = object.__new__(HaAgent)
     agent.member = member
     agent.settings = member.settings
+    agent.streams = None                                    # one global binlog, not a stream group
     agent.runner = SimpleNamespace(out=out, cfg=SimpleNamespace(output=SimpleNamespace(rotate_size=1000)),
                                    progress=SimpleNamespace(last_vtso=last_vtso))
     return agent
