@@ -245,6 +245,14 @@ def route_pass_txn(blocks: list, branches: list, plans: dict, pass_kind: int, kn
             each = None
             break
         each.append(k)
+    sid, archive = branches_server_id_archive(branches)
+    streams = each if each is None or each.count(each[0]) != len(each) else each[0]
+    return passed, streams, sid, archive
+
+
+def branches_server_id_archive(branches: list) -> tuple[int | None, bool]:
+    """A transaction's server id (its first branch's that has one) and whether a branch is an
+    archive one: ``GlobalTxn.server_id`` / ``.archive`` in one pass."""
     sid = None
     archive = False
     for b in branches:
@@ -252,8 +260,7 @@ def route_pass_txn(blocks: list, branches: list, plans: dict, pass_kind: int, kn
             sid = b.server_id
         if b.archive:
             archive = True
-    streams = each if each is None or each.count(each[0]) != len(each) else each[0]
-    return passed, streams, sid, archive
+    return sid, archive
 
 
 # -- a DML transaction of the global binlog from its vtso (dumper.global_binlog) ----------------------
@@ -300,13 +307,7 @@ def frame_pass_txn(out: bytearray, pos: int, timestamp: int, server_id: int, hea
     passed = pass_blocks(blocks, plans, pass_kind, tuple)
     if not passed:
         return -1
-    sid = None
-    archive = False
-    for b in branches:
-        if sid is None:
-            sid = b.server_id
-        if b.archive:
-            archive = True
+    sid, archive = branches_server_id_archive(branches)
     return frame_dml_txn(out, pos, timestamp, server_id if sid is None else sid, head, passed, vtso, archive)
 
 
