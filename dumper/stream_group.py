@@ -23,7 +23,7 @@ from dumper.cluster import ClusterMismatch
 from dumper.global_binlog import GlobalBinlog, check_same_bytes
 from dumper.recovery import count_span
 from dumper.state import BinlogMark, State, load_state, save_state
-from dumper.streams import RecordRouter, StreamMap, StreamSpec, route_transaction, stream_of_text
+from dumper.streams import RecordRouter, StreamMap, StreamSpec, route_transaction
 from schema_shaper.model import LogicalTxn
 from schema_shaper.rows import PASS
 
@@ -164,9 +164,7 @@ class StreamGroup:
     def _stream_of_block(self, db: str, table: str) -> int:
         """A block's stream the first time its table is seen (then ``StreamMap.known`` has it)."""
         if self.by_database:
-            k = stream_of_text(db, self.spec.count)
-            self.tables.known[(db, "")] = k
-            return k
+            return self.tables.stream_of_database(db)
         return self.tables.stream_of_table(db, table)
 
     def flush(self, fsync: bool = True) -> None:

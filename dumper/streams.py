@@ -132,6 +132,13 @@ class StreamMap:
             self.known[(db, table)] = k
         return k
 
+    def stream_of_database(self, db: str) -> int:
+        """Database hashing: the database's stream (kept in ``known`` under ``(db, "")``)."""
+        k = self.known.get((db, ""))
+        if k is None:
+            k = self.known[(db, "")] = stream_of_text(db, self.count)
+        return k
+
     def follow_rename(self, vtso: str, old: tuple[str, str], new: tuple[str, str]) -> None:
         k = self.stream_of_table(*old)
         name = f"{new[0]}.{new[1]}"
@@ -182,9 +189,9 @@ class RecordRouter:
     def has_key(self, table_map: bytes) -> bool:
         return bool(self._table(table_map)[1])
 
-    def split(self, block) -> int | dict[int, list[tuple[int, bytes]]]:
+    def split(self, block) -> int | dict[int, list[tuple[int, bytes]]] | None:
         """The stream of every row of the block when they all go to one (the usual case: the block
-        goes as it is), else its rows events per stream, each holding that stream's rows (events
+        goes as it is), None when it has no row, else its rows events per stream, each holding that stream's rows (events
         left with no row are dropped; the last event of each stream's part ends the statement)."""
         codec, key = self._table(block.table_map)
         count = self.count
@@ -215,8 +222,10 @@ class RecordRouter:
             if off != end:
                 raise ValueError(f"rows event of {block.db}.{block.table} ends inside a row image")
             decoded.append((type_code, payload[:len(payload) - end], data, rows))
-        if len(streams) <= 1:
-            return next(iter(streams), stream_of_text(f"{block.db}.{block.table}", count))
+        if not streams:
+            return None                         # no row: the caller routes the block by its table
+        if len(streams) == 1:
+            return next(iter(streams))
         parts: dict[int, list[tuple[int, bytes, bytes]]] = {}
         for type_code, head, data, rows in decoded:
             chosen: dict[int, list[bytes]] = {}
@@ -251,14 +260,15 @@ def route_transaction(txn: LogicalTxn, spec: StreamSpec, tables: StreamMap,
     level = spec.hash
     for block in txn.blocks:
         if level == "database":
-            parts.setdefault(stream_of_text(block.db, count), []).append(block)
-        elif level == "table" or records is None or not records.has_key(block.table_map):
+            parts.setdefault(tables.stream_of_database(block.db), []).append(block)
+            continue
+        split = None if level == "table" or records is None or not records.has_key(block.table_map) \
+            else records.split(block)
+        if split is None:                       # by table (also a table without a key, a block without rows)
             parts.setdefault(tables.stream_of_table(block.db, block.table), []).append(block)
+        elif type(split) is int:                # every row to one stream: the block as it is
+            parts.setdefault(split, []).append(block)
         else:
-            split = records.split(block)
-            if type(split) is int:              # every row to one stream: the block as it is
-                parts.setdefault(split, []).append(block)
-                continue
             for k, rows in split.items():
                 parts.setdefault(k, []).append(LogicalBlock(block.db, block.table, block.table_map, rows,
                                                             block.hint))
