@@ -1,12 +1,13 @@
 """The Spark engine against the local engine (docs/performance.md). Not a test: prints numbers.
 
     .venv/bin/python bench/spark.py [--events 2000000] [--dns 4] [--dir /tmp/gbinlog-bench]
-                                    [--ranges N] [--repeat 3] [--no-warm] [--no-whole] [--exchange reread]
-                                    [--no-guess] [--no-follow] [--files] [--shuffle] [--cluster] [--stream-seconds 20] [--tps 300]
+                                    [--ranges N] [--repeat 3] [--no-warm] [--no-whole] [--no-guess]
+                                    [--cluster] [--before DIR] [--stream-seconds 20] [--tps 300]
 
 The three measurements, one command each (the Spark rows of docs/performance.md):
     bench/spark.py --events 1000000 --repeat 3 --no-whole      # local[2] ÷ local[1], warm
-    bench/spark.py --events 21000000 --repeat 3 --no-warm      # the whole command vs local, 2.35 GB
+    bench/spark.py --events 21000000 --repeat 3 --no-warm --cluster   # the whole command vs local, 2.35 GB;
+                                                                      # 1 vs 2 standalone workers
     bench/spark.py --events 70000000 --repeat 2 --no-warm      # the same on 7.8 GB
 
 Input: the simulator's ``bank`` workload on ``--dns`` DNs, ``--events`` DN events (cached in
@@ -19,16 +20,14 @@ the 1-minute load average next to each line (other work on the machine shows the
   --engine spark --master local[2]`` (JVM start included), wall and CPU;
 * warm sessions (what a long-lived cluster session sees): in one process per master (``local[1]``,
   ``local[2]``), session start, the first build, then ``--repeat`` builds; the phases of the best
-  (plan; extract + exchange by range + schema history; merge/shape/render per range; file layout and
-  copies; state) and the writer tasks' seconds; ``local[2] ÷ local[1]`` is the scaling;
-* ``--no-guess``: every Spark build with ``spark.gbinlog.guess=false`` (the reread scan job first,
-  as before the guesses: for before/after); ``--no-follow``: with ``spark.gbinlog.follow=false``
-  (the second range copied after the writers, as before ``follow.py``);
-* ``--exchange`` (default ``reread``): the warm builds' ``spark.gbinlog.exchange``; ``--files`` /
-  ``--shuffle``: the same warm ``local[2]`` builds with the exchange through files / a Spark shuffle
-  of Arrow rows (the engine's earlier designs: for before/after);
+  (plan; start points + schema history; the windows; file layout and copies; state) and the
+  window tasks' seconds; ``local[2] ÷ local[1]`` is the scaling;
+* ``--no-guess``: every Spark build with ``spark.gbinlog.guess=false`` (the scan job first);
 * ``--cluster``: a Spark standalone master and two 1-core workers on this box (``spark-class``,
   stopped by pid): the build with 1 and with 2 executor cores;
+* ``--before DIR``: a checkout of another revision (its extensions built in place: ``python
+  setup.py build_ext --inplace``): its ``gbinlog build --engine spark`` runs interleaved with this
+  one's in the whole commands and on the standalone cluster (before/after in one run);
 * every Spark output is compared byte for byte with the local engine's (files and index);
 * ``--stream-seconds`` > 0: the streaming service (``run --engine spark``) and the local one on a
   live bank cluster at ``--tps``: how far the newest written transaction is behind its commit TSO.
@@ -91,13 +90,14 @@ def tree_cpu(pid: int) -> float:
     return sum(table[p][1] + table[p][2] for p in _tree(table, pid) if p in table)
 
 
-def whole_command(args: list[str], out: Path) -> dict:
+def whole_command(args: list[str], out: Path, code: Path = ROOT) -> dict:
     """One ``gbinlog`` command as a process: wall, and CPU of it and every process it started
     (sampled every 0.1 s per pid: the JVM is not always reaped by the driver, so rusage misses it)."""
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "gbinlog.cli", *args, "--out", str(out), "--no-progress"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=code, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(code)})
     seen: dict[int, float] = {}
     while proc.poll() is None:
         table = _proc_table()
@@ -112,12 +112,12 @@ def whole_command(args: list[str], out: Path) -> dict:
     return {"wall": wall, "cpu": sum(seen.values())}
 
 
-def child_spark(root: Path, out: Path, master: str, ranges: int, repeat: int, exchange: str, confs: str) -> dict:
+def child_spark(root: Path, out: Path, master: str, ranges: int, repeat: int, confs: str) -> dict:
     from gbinlog.spark_engine.batch import build
     from gbinlog.spark_engine.session import spark_session
 
     t0 = time.perf_counter()
-    spark = spark_session(master, {"spark.gbinlog.exchange": exchange, **dict(c.split("=", 1) for c in confs.split(","))})
+    spark = spark_session(master, dict(c.split("=", 1) for c in confs.split(",")))
     t_session = time.perf_counter() - t0
     runs = []
     for i in range(1 + repeat):
@@ -131,16 +131,17 @@ def child_spark(root: Path, out: Path, master: str, ranges: int, repeat: int, ex
     return {"session": t_session, "runs": runs, "rss_mb": peak_rss_mb()}
 
 
-def child_cluster(root: Path, out: Path, ranges: int) -> dict:
-    """A standalone master + two 1-core workers; the build on 1 and on 2 executor cores."""
+def child_cluster(root: Path, out: Path, ranges: int, before: Path | None) -> dict:
+    """A standalone master + two 1-core workers; the build on 1 and on 2 executor cores (and
+    ``before``'s, interleaved)."""
     from tests.spark_support import StandaloneCluster
 
     cluster = StandaloneCluster(out.parent / "standalone", workers=2, cores=1, memory="1g")
     res = {}
     try:
         cluster.wait_workers()
-        for cores in (1, 2, 1, 2):
-            dest = out.with_name(f"{out.name}-{cores}")
+        for cores, code in [(c, code) for c in (1, 2, 1, 2) for code in (ROOT, before) if code is not None]:
+            dest = out.with_name(f"{out.name}-{cores}{'' if code == ROOT else '-before'}")
             r = whole_command(["build", "--engine", "spark", "--master", cluster.url,
                                "--conf", "spark.executor.cores=1", "--conf", f"spark.cores.max={cores}",
                                "--conf", "spark.executor.memory=768m",
@@ -148,8 +149,8 @@ def child_cluster(root: Path, out: Path, ranges: int) -> dict:
                                # 0 = the engine's default (as many ranges as the cluster's cores: 2 here,
                                # Spark's minimum default parallelism, on 1 core too)
                                *(["--conf", f"spark.gbinlog.ranges={ranges}"] if ranges else []),
-                               *[a for d in dn_dirs(root) for a in ("--dn", str(d))]], dest)
-            res.setdefault(str(cores), []).append(r["wall"])
+                               *[a for d in dn_dirs(root) for a in ("--dn", str(d))]], dest, code)
+            res.setdefault(f"{cores}{'' if code == ROOT else '-before'}", []).append(r["wall"])
         res["dest"] = str(out.with_name(f"{out.name}-2"))
     finally:
         cluster.stop()
@@ -230,17 +231,22 @@ def _load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
 
 
-def whole_commands(root: Path, outs: Path, events: int, dn_args: list[str], repeat: int, confs: str) -> None:
-    """``gbinlog build`` and ``gbinlog build --engine spark --master local[2]``, interleaved (the
-    machine's load hits both alike), ``repeat`` times each."""
-    local, spark_cmd = [], []
+def whole_commands(root: Path, outs: Path, events: int, dn_args: list[str], repeat: int, confs: str,
+                   before: Path | None) -> None:
+    """``gbinlog build`` and ``gbinlog build --engine spark --master local[2]`` (and ``before``'s),
+    interleaved (the machine's load hits them alike), ``repeat`` times each."""
+    local, spark_cmd, old = [], [], []
+    spark_args = ["build", "--engine", "spark", "--master", "local[2]",
+                  *(a for c in confs.split(",") for a in ("--conf", c)), *dn_args]
     for _ in range(repeat):
         local.append(whole_command(["build", *dn_args], outs / "local"))
-        spark_cmd.append(whole_command(["build", "--engine", "spark", "--master", "local[2]",
-                                        *(a for c in confs.split(",") for a in ("--conf", c)), *dn_args],
-                                       outs / "spark-cmd"))
+        spark_cmd.append(whole_command(spark_args, outs / "spark-cmd"))
+        if before is not None:
+            old.append(whole_command(spark_args, outs / "spark-before", before))
         print(f"  run: local {local[-1]['wall']:.1f} s wall / {local[-1]['cpu']:.1f} s CPU, spark "
-              f"{spark_cmd[-1]['wall']:.1f} s / {spark_cmd[-1]['cpu']:.1f} s CPU ({_load()})", flush=True)
+              f"{spark_cmd[-1]['wall']:.1f} s / {spark_cmd[-1]['cpu']:.1f} s CPU"
+              + (f", spark before {old[-1]['wall']:.1f} s / {old[-1]['cpu']:.1f} s CPU" if old else "")
+              + f" ({_load()})", flush=True)
     lw, sw = [r["wall"] for r in local], [r["wall"] for r in spark_cmd]
     print(f"whole command, local engine: wall {_mm(lw)} s = {events / min(lw):,.0f} events/s; "
           f"CPU {_mm([r['cpu'] for r in local])} s")
@@ -248,6 +254,12 @@ def whole_commands(root: Path, outs: Path, events: int, dn_args: list[str], repe
           f"CPU {_mm([r['cpu'] for r in spark_cmd])} s; spark ÷ local wall (min) {min(lw) / min(sw):.2f}×, "
           f"median {statistics.median(lw) / statistics.median(sw):.2f}× ({_load()})")
     print(f"  byte-identical to the local engine: {same_files(outs / 'spark-cmd', outs / 'local')}")
+    if old:
+        ow = [r["wall"] for r in old]
+        print(f"whole command, --engine spark local[2] before ({before}): wall {_mm(ow)} s; CPU "
+              f"{_mm([r['cpu'] for r in old])} s; spark ÷ local wall (min) {min(lw) / min(ow):.2f}×, median "
+              f"{statistics.median(lw) / statistics.median(ow):.2f}×; byte-identical: "
+              f"{same_files(outs / 'spark-before', outs / 'local')}")
 
 
 def main() -> None:
@@ -256,20 +268,15 @@ def main() -> None:
     ap.add_argument("--dns", type=int, default=4)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gbinlog-bench"))
     ap.add_argument("--ranges", type=int, default=0, help="output ranges of the warm builds (0: the engine's default)")
-    ap.add_argument("--exchange", default="reread", choices=("reread", "files", "shuffle"),
-                    help="spark.gbinlog.exchange of the warm local[1]/local[2] builds")
-    ap.add_argument("--files", action="store_true", help="also warm local[2] builds with exchange=files")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True,
                     help="the in-session local[1]/local[2] builds (--no-warm: whole commands only)")
     ap.add_argument("--whole", action=argparse.BooleanOptionalAction, default=True,
                     help="the whole commands, local engine vs --engine spark (--no-whole: warm sessions only)")
     ap.add_argument("--guess", action=argparse.BooleanOptionalAction, default=True,
-                    help="spark.gbinlog.guess of every Spark build (--no-guess: the reread scan first)")
-    ap.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
-                    help="spark.gbinlog.follow of every Spark build (--no-follow: the second range copied after the writers)")
-    ap.add_argument("--shuffle", action="store_true")
+                    help="spark.gbinlog.guess of every Spark build (--no-guess: the scan first)")
     ap.add_argument("--cluster", action="store_true")
+    ap.add_argument("--before", type=Path, help="a checkout of another revision to run beside this one")
     ap.add_argument("--stream-seconds", type=float, default=0)
     ap.add_argument("--tps", type=int, default=300)
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -277,16 +284,17 @@ def main() -> None:
     if args.child:
         kind, *rest = args.child
         if kind == "spark":
-            res = child_spark(Path(rest[0]), Path(rest[1]), rest[2], int(rest[3]), int(rest[4]), rest[5], rest[6])
+            res = child_spark(Path(rest[0]), Path(rest[1]), rest[2], int(rest[3]), int(rest[4]), rest[5])
         elif kind == "cluster":
-            res = child_cluster(Path(rest[0]), Path(rest[1]), int(rest[2]))
+            res = child_cluster(Path(rest[0]), Path(rest[1]), int(rest[2]), Path(rest[3]) if rest[3] else None)
         else:
             res = child_stream(Path(rest[0]), rest[1], float(rest[2]), int(rest[3]), int(rest[4]))
         print(json.dumps(res))
         return
 
     compile_project()
-    confs = ",".join([f"spark.gbinlog.guess={str(args.guess).lower()}", f"spark.gbinlog.follow={str(args.follow).lower()}"])
+    confs = f"spark.gbinlog.guess={str(args.guess).lower()}"
+    before = args.before.resolve() if args.before else None
     root = make_input(args.dir, args.events, args.dns)
     outs = args.dir / "spark-bench"
     outs.mkdir(exist_ok=True)
@@ -295,42 +303,35 @@ def main() -> None:
     print(f"input: {root} — {events:,} DN events, {size / 1e9:.2f} GB on {args.dns} DNs")
     dn_args = [a for d in dn_dirs(root) for a in ("--dn", str(d))]
     if args.whole:
-        whole_commands(root, outs, events, dn_args, args.repeat, confs)
+        whole_commands(root, outs, events, dn_args, args.repeat, confs, before)
     elif args.warm:   # the reference bytes for the warm builds
         whole_command(["build", *dn_args], outs / "local")
     warm = {}
-    ex = args.exchange
-    modes = [("local[1]", ex), ("local[2]", ex)] + [("local[2]", other) for other, on in
-                                                    (("files", args.files), ("shuffle", args.shuffle)) if on and other != ex]
-    modes = modes if args.warm else []
-    for master, exchange in modes:
-        name = f"spark-{master[6]}-{exchange}"
-        r = _child(["--child", "spark", str(root), str(outs / name), master, str(args.ranges), str(args.repeat),
-                    exchange, confs])
+    for master in ("local[1]", "local[2]") if args.warm else ():
+        name = f"spark-{master[6]}"
+        r = _child(["--child", "spark", str(root), str(outs / name), master, str(args.ranges), str(args.repeat), confs])
         first, rest = r["runs"][0], r["runs"][1:]
         best = min(rest, key=lambda x: x["seconds"])
-        warm[(master, exchange)] = best["seconds"]
-        warm[(master, exchange, "median")] = statistics.median(x["seconds"] for x in rest)
+        warm[master] = best["seconds"]
+        warm[(master, "median")] = statistics.median(x["seconds"] for x in rest)
         phases = ", ".join(f"{k} {v:.2f}" for k, v in best["timings"].items())
-        print(f"{master} exchange={exchange}, {args.ranges or 'default'} ranges: session {r['session']:.1f} s, first build "
+        print(f"{master}, {args.ranges or 'default'} windows: session {r['session']:.1f} s, first build "
               f"{first['seconds']:.1f} s; warm {_mm([x['seconds'] for x in rest])} s = "
               f"{events / best['seconds']:,.0f} events/s, CPU {_mm([x['cpu'] for x in rest])} s ({_load()}) "
-              f"[best: {phases}; writer tasks {', '.join(f'{x:.2f}' for x in best['range_seconds'])} s]")
-        print("  every warm build (wall: writers' job, files; writer tasks): " + "; ".join(
-            f"{x['seconds']:.2f}: {x['timings'].get('write', 0):.2f}, {x['timings'].get('files', 0):.2f}"
-            f" ({'/'.join(f'{t:.2f}' for t in x['range_seconds'])})" for x in rest))
+              f"[best: {phases}; window tasks {', '.join(f'{x:.2f}' for x in best['range_seconds'])} s]")
         print(f"  byte-identical to the local engine: "
               f"{all(same_files(Path(x['dest']), outs / 'local') for x in r['runs'])}")
     if args.warm:
-        print(f"scaling local[1] → local[2], warm: best of each "
-              f"{warm[('local[1]', ex)] / warm[('local[2]', ex)]:.2f}×, median of each "
-              f"{warm[('local[1]', ex, 'median')] / warm[('local[2]', ex, 'median')]:.2f}× ({_load()})")
-    for other in [m[1] for m in modes[2:]]:
-        print(f"exchange {ex} vs {other}, local[2] warm: {warm[('local[2]', other)] / warm[('local[2]', ex)]:.2f}× faster")
+        print(f"scaling local[1] → local[2], warm: best of each {warm['local[1]'] / warm['local[2]']:.2f}×, "
+              f"median of each {warm[('local[1]', 'median')] / warm[('local[2]', 'median')]:.2f}× ({_load()})")
     if args.cluster:
-        c = _child(["--child", "cluster", str(root), str(outs / "standalone"), str(args.ranges)])
+        c = _child(["--child", "cluster", str(root), str(outs / "standalone"), str(args.ranges), str(before or "")])
         print(f"standalone master + 2 workers: 1 executor core {_mm(c['1'])} s, 2 cores {_mm(c['2'])} s "
-              f"({min(c['1']) / min(c['2']):.2f}×); byte-identical: {same_files(Path(c['dest']), outs / 'local')}")
+              f"({min(c['1']) / min(c['2']):.2f}×, median {statistics.median(c['1']) / statistics.median(c['2']):.2f}×); "
+              f"byte-identical: {same_files(Path(c['dest']), outs / 'local')}")
+        if before is not None:
+            print(f"  before: 1 executor core {_mm(c['1-before'])} s, 2 cores {_mm(c['2-before'])} s "
+                  f"({min(c['1-before']) / min(c['2-before']):.2f}×)")
     for engine in ("local", "spark") if args.stream_seconds > 0 else ():
         s = _child(["--child", "stream", str(args.dir / f"stream-{engine}"), engine, str(args.stream_seconds),
                     str(args.tps), str(args.dns)])

@@ -187,8 +187,12 @@ class Pipeline:
 
     def __init__(self, dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: Settings | None = None, *,
                  resume: bool = True, should_stop: Callable[[], bool] | None = None,
-                 on_progress: Callable[[Progress], None] | None = None, progress_seconds: float = 0.25) -> None:
+                 on_progress: Callable[[Progress], None] | None = None, progress_seconds: float = 0.25,
+                 start: State | None = None) -> None:
         self.dns = list(dns)
+        # where the run starts instead of the output directory's state.json (a window of a batch
+        # build, ``dumper.window``): its restart points, last vtso done, members and settings
+        self.start = start
         self.out = Path(out_dir)
         self.settings = settings or Settings()
         self.resume = resume
@@ -214,8 +218,8 @@ class Pipeline:
         ids = [d.dn_id for d in self.dns]
         if len(set(ids)) != len(ids):
             raise BuildError(f"DN ids given twice: {', '.join(sorted(i for i in set(ids) if ids.count(i) > 1))}")
-        state = load_state(out)
-        if not self.resume and (state is not None or (out.is_dir() and (
+        state = self.start if self.start is not None else load_state(out)
+        if self.start is None and not self.resume and (state is not None or (out.is_dir() and (
                 list_files(out) or any(out.glob("stream*/*_binlog.index"))))):
             raise BuildError(f"output directory {out} already holds a global binlog; resume it (--resume) or "
                              "use a new directory")
@@ -312,27 +316,30 @@ class Pipeline:
     # -- 5. shape ------------------------------------------------------------------------------------
     def shaper(self):
         """The shaper's ``shape_txn`` (with the ``[filter]``), resumed from the meta store."""
-        from schema_shaper import MetaStore, Shaper
         from schema_shaper.filters import TableFilter, with_filter
 
-        self.store = MetaStore.open(meta_store_location(self.out, self.meta_target))
         # With a state, the shaper resumes from the meta store and regenerated txns ≤ skip are
         # dropped unshaped. Without one (a crash before the first checkpoint) everything is
         # re-read and re-shaped from the start, and the last transaction in the files must come
         # out with the same bytes: else the directory holds another cluster's binlog.
         self.replay = self.state is None and self.skip is not None
-        on_error = self.settings.on_error
-        comments = self.settings.ddl_comments
-        if self.skip and not self.replay:
-            shaper = Shaper.as_of(self.store, self.skip, on_error=on_error, ddl_comments=comments)
-        else:
-            shaper = Shaper(store=self.store, on_error=on_error, ddl_comments=comments)
+        shaper = self.open_shaper()
         self.binlog.before_write = shaper.defer_store_sync()   # the meta store is synced before each write
         self.schema = shaper
         table_filter = TableFilter.from_settings(self.settings.filter)
         # without a [filter], a DML transaction that passes through is shaped and written in one call
         self.passing = shaper.plans if table_filter is None else None
         return with_filter(shaper.shape_txn, table_filter)
+
+    def open_shaper(self):
+        """The ``Shaper`` as of the last vtso done (``Shaper.as_of`` the meta store), or a new one."""
+        from schema_shaper import MetaStore, Shaper
+
+        self.store = MetaStore.open(meta_store_location(self.out, self.meta_target))
+        on_error, comments = self.settings.on_error, self.settings.ddl_comments
+        if self.skip and not self.replay:
+            return Shaper.as_of(self.store, self.skip, on_error=on_error, ddl_comments=comments)
+        return Shaper(store=self.store, on_error=on_error, ddl_comments=comments)
 
     def prejoin(self, g: GlobalTxn) -> None:
         """A DN joined at instruction ``g``: its physical DDLs from before the join (the merge set

@@ -35,12 +35,16 @@ from __future__ import annotations
 import errno
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dumper.global_binlog import DiskFull, DumperError, fsync_dir
 from extractor.model import RestartPoint
+
+if TYPE_CHECKING:
+    from dumper.window import WindowSummary
 
 STATE_FILE = "state.json"
 FORMAT = "gbinlog-state/1"
@@ -166,3 +170,37 @@ def meta_store_location(directory: str | os.PathLike, meta_store: str) -> str:
     if "://" not in path and not os.path.isabs(path):
         path = str(Path(directory) / path)
     return path
+
+
+def state_of_windows(windows: Sequence[WindowSummary], *, server_ids: dict[str, int | None],
+                     storage_seqs: dict[str, str], left: dict[str, str], meta_store: str, settings: dict[str, Any],
+                     binlog: BinlogMark | None, base: State | None = None) -> State:
+    """The ``state.json`` of a batch build made of windows (``dumper.window``, in vtso order): what
+    the pipeline would have saved at the end of one run over them all, going on from ``base`` (a
+    resumed output's state after its first window, None for a new output). Each DN's restart point
+    is the newest any window reached; the heartbeat DNs and the cluster id come from the windows'
+    broadcast transactions, as ``Pipeline.note_broadcast`` takes them."""
+    from extractor.vtso import vtso_actual_tso
+
+    restart: dict[str, RestartPoint | None] = {dn: None for dn in storage_seqs}
+    members: set[str] = set()
+    cluster_id = None
+    counts = {"txns": 0, "written": 0, "events": 0, "bytes": 0}
+    if base is not None:
+        restart.update(base.restart)
+        members.update(base.heartbeat_dns)
+        cluster_id = base.cluster_id
+        counts = {k: base.counts.get(k, 0) for k in counts}
+    for w in windows:
+        restart.update((dn, RestartPoint(*p)) for dn, p in w.points.items())
+        for vtso, names in w.broadcasts:
+            members.update(names)
+            if cluster_id is None:
+                cluster_id = vtso_actual_tso(vtso)
+        for key in counts:
+            counts[key] += getattr(w, key)
+    last_vtso = next((w.last_vtso for w in reversed(windows) if w.last_vtso), base.last_vtso if base else None)
+    return State(cluster_id=cluster_id, server_ids=dict(server_ids), storage_seqs=dict(storage_seqs),
+                 last_vtso=last_vtso, binlog=binlog if binlog is not None or base is None else base.binlog,
+                 restart=restart, heartbeat_dns=sorted(members), meta_store=meta_store, left=dict(left),
+                 joined=dict(base.joined) if base else {}, settings=settings, counts=counts)

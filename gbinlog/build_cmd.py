@@ -188,16 +188,8 @@ def build_command(dns, out, config, max_file_size, server_id, server_version, me
         if settings.stream_spec().split:
             raise click.UsageError("--streams (a stream group) is not supported with --engine spark: build it "
                                    "with --engine local")
-        if settings.filter:
-            raise click.UsageError("--include/--exclude ([filter]) are not supported with --engine spark yet")
-        if not settings.ddl_comments:
-            raise click.UsageError("--no-ddl-comments (ddl_comments = false) is not supported with --engine "
-                                   "spark yet")
-        if cluster_stopped:
-            raise click.UsageError("--cluster-stopped is not supported with --engine spark yet: finish the "
-                                   "output with --engine local (it resumes a Spark build's directory)")
         _spark_build(dn_dirs, out, settings, master or cfg.get("master"),
-                     [f"{k}={v}" for k, v in cfg.get("conf", {}).items()] + list(confs))
+                     [f"{k}={v}" for k, v in cfg.get("conf", {}).items()] + list(confs), cluster_stopped)
         return
     if master or confs:
         raise click.UsageError("--master/--conf are for --engine spark")
@@ -313,7 +305,7 @@ def _summary(r) -> None:
                    + (f"; recovery: {'; '.join(r.recovery)}" if r.recovery else ""))
 
 
-def _spark_build(dn_dirs, out, settings, master, confs) -> None:
+def _spark_build(dn_dirs, out, settings, master, confs, cluster_stopped: bool) -> None:
     try:
         from gbinlog.spark_engine import build as spark_build
     except ImportError as exc:
@@ -323,10 +315,8 @@ def _spark_build(dn_dirs, out, settings, master, confs) -> None:
         raise click.ClickException(f"DN binlog directory {', '.join(missing)} does not exist")
     try:
         # check_cluster: the DN set is checked before anything is written (while the JVM starts)
-        result = spark_build(dn_dirs, out, server_id=settings.server_id, server_version=settings.server_version,
-                             max_file_size=settings.max_file_size, heartbeat_interval=settings.heartbeat_interval,
-                             meta_store=settings.meta_store, master=master, conf=list(confs),
-                             on_error=settings.on_error, gtids=settings.gtids, check_cluster=True)
+        result = spark_build(dn_dirs, out, settings=settings, master=master, conf=list(confs), check_cluster=True,
+                             cluster_stopped=cluster_stopped)
     except Exception as exc:
         from binlog.errors import BinlogError
         from dumper.global_binlog import DumperError

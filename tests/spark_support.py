@@ -188,3 +188,40 @@ class StandaloneCluster:
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(0.2)
+
+
+class _Partitions:
+    """The part of an RDD the batch build uses, run in this process: one partition per item."""
+
+    def __init__(self, parts: list[list]) -> None:
+        self.parts = parts
+
+    def mapPartitions(self, fn):  # noqa: N802 - Spark's name
+        return _Partitions([list(fn(iter(p))) for p in self.parts])
+
+    def map(self, fn):
+        return _Partitions([[fn(x) for x in p] for p in self.parts])
+
+    def collect(self) -> list:
+        return [x for p in self.parts for x in p]
+
+
+class InProcessSpark:
+    """A stand-in for a SparkSession that runs the batch build's tasks in this process, one after
+    the other (no JVM): for tests of the build's logic; ``test_spark_build.py`` runs the same
+    build on a real ``local[2]`` session and ``test_spark_cluster.py`` on a standalone master."""
+
+    def __init__(self, cores: int = 2) -> None:
+        self.sparkContext = self
+        self.master = f"local[{cores}]"
+        self.defaultParallelism = cores
+        self.conf = self._conf = {"spark.master": self.master}
+
+    def parallelize(self, items, n: int | None = None) -> _Partitions:
+        return _Partitions([[x] for x in items])
+
+    def getConf(self) -> dict:  # noqa: N802 - Spark's name
+        return self._conf
+
+    def stop(self) -> None:
+        pass

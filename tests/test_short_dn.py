@@ -166,8 +166,9 @@ def test_cluster_stopped_writes_the_tail_of_whole_binlogs_and_refuses_an_open_br
 
 @pytest.mark.slow
 def test_spark_holds_where_the_local_engine_holds(cluster, tmp_path):
-    """``--engine spark``, 3 output ranges: the short DN ends inside one range; that range stops
-    where the local build stops and the ranges above write nothing."""
+    """``--engine spark``, 3 windows: the short DN ends inside one window; that window stops
+    where the local build stops and the windows above write nothing. With ``--cluster-stopped``
+    both engines write the tail."""
     cut = tmp_path / "cut"
     cut_dn1(cluster["full"], cut)
     local = tmp_path / "local"
@@ -181,6 +182,15 @@ def test_spark_holds_where_the_local_engine_holds(cluster, tmp_path):
             .splitlines()[-1]
         assert [p.read_bytes() for p in binlog_files(out)] == [p.read_bytes() for p in binlog_files(local)]
         assert json.loads((out / "state.json").read_text()) == json.loads((local / "state.json").read_text())
+    # --cluster-stopped: the short DN's end passes everything, both engines write the tail
+    whole = tmp_path / "whole"
+    assert build(cut, whole, "--cluster-stopped").returncode == 0
+    out = tmp_path / "spark-whole"
+    r = build(cut, out, "--cluster-stopped", "--engine=spark", "--master=local[2]", "--conf=spark.gbinlog.ranges=3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [p.read_bytes() for p in binlog_files(out)] == [p.read_bytes() for p in binlog_files(whole)]
+    assert len(binlog_files(whole)) > len(binlog_files(local))
+    assert json.loads((out / "state.json").read_text()) == json.loads((whole / "state.json").read_text())
 
 
 @pytest.mark.slow

@@ -20,7 +20,6 @@ from extractor import extract, storage_sequences
 from gbinlog.local_engine import BuildError, Settings
 from gbinlog.local_engine import build as local_build
 from gbinlog.spark_engine.batch import build as spark_build
-from gbinlog.spark_engine.datasource import spark_int_hash
 from gbinlog.spark_engine.layout import unpack_u32
 from tests.spark_support import FIXTURES, dn_dirs, spark  # noqa: F401  (the session fixture)
 
@@ -92,31 +91,6 @@ def test_several_ranges_and_small_files_are_byte_identical(spark, tmp_path, name
     # a local resume of the spark output has nothing left to do
     again = local_build(dn_dirs(fixture), tmp_path / "out", settings=Settings(max_file_size=40 << 10))
     assert again.txns == 0 and again.resumed
-    if name == "scale-2dn":  # the exchanges through files and through a Spark shuffle write the same bytes
-        for exchange in ("files", "shuffle"):
-            spark_build(dn_dirs(fixture), tmp_path / exchange, spark=spark, ranges=4, max_file_size=40 << 10,
-                        conf={"spark.gbinlog.exchange": exchange})
-            same_files(tmp_path / exchange, tmp_path / "local")
-
-
-def test_the_first_range_places_the_second_while_it_is_written(spark, tmp_path):  # noqa: F811
-    """Two ranges on local[2]: the first range's task follows the second and places it (``follow.py``):
-    no copy job, the local engine's files, state and meta store; ``spark.gbinlog.follow=false``
-    copies instead, the same bytes."""
-    fixture = next(f for f in FIXTURES if f.name == "bank-4dn")
-    local = local_build(dn_dirs(fixture), tmp_path / "local", settings=Settings(max_file_size=40 << 10))
-    result = spark_build(dn_dirs(fixture), tmp_path / "out", spark=spark, ranges=2, max_file_size=40 << 10)
-    assert result.timings["followed"] == 1.0 and result.timings["follow"] > 0, result.timings
-    assert result.files == local.files and len(local.files) >= 3
-    same_files(tmp_path / "out", tmp_path / "local")
-    assert state_of(tmp_path / "out") == state_of(tmp_path / "local")
-    assert meta_rows(tmp_path / "out") == meta_rows(tmp_path / "local")
-    copied = spark_build(dn_dirs(fixture), tmp_path / "copied", spark=spark, ranges=2, max_file_size=40 << 10,
-                         conf={"spark.gbinlog.follow": "false"})
-    assert copied.timings["followed"] == 0.0 and "follow" not in copied.timings
-    same_files(tmp_path / "copied", tmp_path / "local")
-    with pytest.raises(BuildError, match="spark.gbinlog.follow=often: expected true or false"):
-        spark_build(dn_dirs(fixture), tmp_path / "bad", spark=spark, ranges=2, conf={"spark.gbinlog.follow": "often"})
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
@@ -150,7 +124,6 @@ def test_a_wrong_guess_costs_a_second_round_not_wrong_bytes(spark, tmp_path, mon
     # the first met (no scan)
     result = spark_build(dn_dirs(fixture), tmp_path / "redo", spark=spark, ranges=2, max_file_size=40 << 10)
     assert "guess redone" in result.timings and "guess missed" not in result.timings
-    assert result.timings["followed"] == 0.0     # the first round's second range failed: nothing absorbed
     same_files(tmp_path / "redo", tmp_path / "local")
     assert state_of(tmp_path / "redo") == state_of(tmp_path / "local")
     assert meta_rows(tmp_path / "redo") == meta_rows(tmp_path / "local")
@@ -176,12 +149,6 @@ def test_input_split_at_restart_points(spark, local_outputs, tmp_path):  # noqa:
     local_dir, local = local_outputs["bank-4dn"]
     assert (tmp_path / "out" / "binlog.000001").read_bytes() == (local_dir / "binlog.000001").read_bytes()
     assert result.txns == local.txns
-
-
-def test_exact_range_shuffle_uses_sparks_own_hash(spark):  # noqa: F811
-    """``pkey`` lands in partition ``rng`` only if our Murmur3 is Spark's: ask Spark."""
-    rows = spark.range(-500, 1500).selectExpr("cast(id as int) as k", "hash(cast(id as int)) as h").collect()
-    assert [spark_int_hash(r.k) for r in rows] == [r.h for r in rows]
 
 
 def test_bad_input_is_the_local_engines_typed_error(spark, tmp_path):  # noqa: F811
@@ -236,10 +203,20 @@ def test_bad_input_in_a_dns_head_is_the_local_engines_typed_error(spark, tmp_pat
     assert not list((tmp_path / "spark").glob("binlog.*"))   # nothing emitted
 
 
-def test_refuses_an_existing_output(spark, local_outputs):  # noqa: F811
+def test_an_output_of_other_dns_is_refused_as_the_local_engine_refuses_it(spark, local_outputs):  # noqa: F811
+    """Another cluster's output directory: the local engine's resume error, one line, the
+    directory untouched (no Spark job runs)."""
+    from dumper.cluster import ClusterMismatch
+
     local_dir, _ = local_outputs["drift-2dn"]
-    with pytest.raises(BuildError, match="already holds a global binlog"):
-        spark_build(dn_dirs(FIXTURES[0]), local_dir, spark=spark)
+    other = next(f for f in FIXTURES if f.name != "drift-2dn")
+    before = {p.name: p.read_bytes() for p in local_dir.iterdir() if p.is_file()}
+    with pytest.raises(ClusterMismatch) as local_err:
+        local_build(dn_dirs(other), local_dir)
+    with pytest.raises(ClusterMismatch) as spark_err:
+        spark_build(dn_dirs(other), local_dir, spark=spark)
+    assert str(spark_err.value) == str(local_err.value)
+    assert {p.name: p.read_bytes() for p in local_dir.iterdir() if p.is_file()} == before
 
 
 def test_simulated_input_with_many_files_per_dn(spark, tmp_path):  # noqa: F811
@@ -265,7 +242,7 @@ def test_simulated_input_with_many_files_per_dn(spark, tmp_path):  # noqa: F811
 def test_a_physical_ddl_of_a_dn_after_it_left_is_not_in_the_history(spark, tmp_path):  # noqa: F811
     """``dn1`` leaves ``scale-2dn`` at an instruction; here it then writes a physical DDL (a copy of
     its last one). The local merge never reads it, so it is not in ``meta.db``; the Spark build's
-    history, gathered before the ranges are shaped, must leave it out too — with every exchange and
+    history, gathered before the windows are shaped, must leave it out too — guessed or scanned, and
     with the DDL below the last range boundary (where the first wave's scan meets it)."""
     from binlog import read_events
     from binlog.writer import put_event
@@ -298,11 +275,11 @@ def test_a_physical_ddl_of_a_dn_after_it_left_is_not_in_the_history(spark, tmp_p
     local = local_build(dirs, tmp_path / "local")
     phys = meta_rows(tmp_path / "local")["binlog_phy_ddl_history"]
     assert phys and not [r for r in phys if r[2] == "dn1" and r[1] == late.vtso]
-    for exchange in ("reread", "files", "shuffle"):
-        out = tmp_path / exchange
-        result = spark_build(dirs, out, spark=spark, ranges=8, conf={"spark.gbinlog.exchange": exchange})
+    for guess in ("true", "false"):
+        out = tmp_path / guess
+        result = spark_build(dirs, out, spark=spark, ranges=8, conf={"spark.gbinlog.guess": guess})
         assert result.ranges == 8
-        assert meta_rows(out) == meta_rows(tmp_path / "local"), exchange
+        assert meta_rows(out) == meta_rows(tmp_path / "local"), guess
         same_files(out, tmp_path / "local")
         assert state_of(out) == state_of(tmp_path / "local")
     assert local.txns == result.txns

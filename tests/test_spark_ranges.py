@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import shutil
 
 import pytest
 
 from extractor import extract, storage_sequences
 from extractor.model import Pos
-from gbinlog.spark_engine.datasource import RangeOf, partition_keys, spark_int_hash
 from gbinlog.spark_engine.ranges import RangeSource, range_bounds, tso_samples
 from tests.spark_support import FIXTURES, dn_dirs, dn_txn_fp
 
@@ -68,17 +68,6 @@ def test_range_source_bad_bytes_inside_the_range_are_an_error(tmp_path):
         list(extract(RangeSource(tmp_path / d.name, d.name)))
 
 
-def test_partition_keys_and_range_of():
-    keys = partition_keys(5)
-    assert [spark_int_hash(k) % 5 for k in keys] == [0, 1, 2, 3, 4]
-    assert len(set(keys)) == 5
-    r = RangeOf(["0000000000000000200", "0000000000000000300"], keys[:3])
-    assert r("0000000000000000100" + "1" * 35) == (0, keys[0])
-    assert r("0000000000000000200" + "0" * 35) == (1, keys[1])
-    assert r("0000000000000000299" + "9" * 35) == (1, keys[1])
-    assert r("0000000000000000300" + "0" * 35) == (2, keys[2])
-
-
 def test_range_bounds_balance_bytes_over_tso():
     dns = [list(tso_samples(d)) for d in dn_dirs(FIXTURES[0])]
     assert all(len(s) >= 2 for s in dns)
@@ -87,10 +76,9 @@ def test_range_bounds_balance_bytes_over_tso():
     # the real transactions fall into 4 ranges of comparable size
     seqs = storage_sequences(d.name for d in dn_dirs(FIXTURES[0]))
     sizes = [0, 0, 0, 0]
-    r = RangeOf(bounds, [0, 1, 2, 3])
     for d in dn_dirs(FIXTURES[0]):
         for t in extract(d, storage_seq=seqs[d.name]):
-            sizes[r(t.vtso)[0]] += sum(len(e.raw) for b in t.blocks for e in b.events)
+            sizes[bisect.bisect_right(bounds, t.vtso)] += sum(len(e.raw) for b in t.blocks for e in b.events)
     # (the first range also holds the set-up: accounts loaded, bank.audit_log created, few rows)
     assert min(sizes) > 0.25 * max(sizes), sizes
     assert range_bounds(dns, 1) == [] and range_bounds([], 3) == []
@@ -130,17 +118,6 @@ def test_replication_range_reads_a_dn_over_the_protocol_up_to_a_planned_end():
         assert list(ReplicationRange(dn, Pos(*end), Pos(*end)).files()) == []
     finally:
         server.stop()
-
-
-def test_default_ranges_one_per_file_size_of_input_in_whole_waves_of_cores():
-    from gbinlog.spark_engine.batch import default_ranges, dn_specs, input_bytes
-
-    dns = dn_specs(dn_dirs(FIXTURES[0]))
-    size = input_bytes(dns)
-    assert default_ranges(dns, size * 2, cores=1) == 1
-    assert default_ranges(dns, size * 2, cores=2) == 2
-    assert default_ranges(dns, size // 3 + 1, cores=1) == 3
-    assert default_ranges(dns, size // 3 + 1, cores=2) == 4
 
 
 def test_header_walk_probes_match_the_reader():

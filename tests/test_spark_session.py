@@ -201,7 +201,7 @@ def _worker_modules(_) -> tuple[str, bool]:
     import sys
 
     import pyspark
-    return pyspark.__file__, "pyspark.worker" in sys.modules and "gbinlog.spark_engine.reread" in sys.modules
+    return pyspark.__file__, "pyspark.worker" in sys.modules and "gbinlog.spark_engine.windows" in sys.modules
 
 
 @pytest.mark.slow

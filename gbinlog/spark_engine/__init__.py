@@ -1,17 +1,15 @@
-"""The Spark engine (docs/architecture.md): the same stage functions run as Spark jobs.
+"""The Spark engine (docs/architecture.md §8, docs/spark.md): the pipeline run as Spark tasks.
 
-* ``session``: a SparkSession with small-machine defaults (``spark_session``), ``--conf k=v``,
-  a clear error when Java is missing.
-* ``datasource``: the ``dnbinlog`` Python DataSource (batch: DN byte ranges in, Arrow batches of
-  DN transactions out; exact range partitioning keys); ``stream_source``: its streaming reader.
-* ``arrow_codec``: ``DnTxn`` ⇄ Arrow rows, exact round trip.
-* ``ranges``: DN byte ranges (``RangeSource``) and output vtso ranges from cheap TSO samples.
-* ``batch``: ``build(...)`` for ``gbinlog build --engine spark``; ``exchange``: DN transactions
-  handed from extraction tasks to range writers through files (no rows in the JVM); ``shuffle``:
-  the earlier Spark-shuffle exchange, kept to compare; ``layout``: the local writer's file
-  boundaries over the range files.
-* ``streaming``: ``run(config, should_stop)`` / ``SparkLiveRunner`` for ``gbinlog run --engine spark``.
-* ``errors``: typed errors carried across the task boundary.
+* ``batch``: ``build(...)`` for ``gbinlog build --engine spark``: the driver's windows, the cluster
+  rule across them, the meta store and ``state.json``; ``windows``: the window tasks
+  (``dumper.window.run_window``) and how they find their start points (``speculate``: guessed
+  and checked; ``scan_part``: exact); ``plan``/``ranges``: DN byte ranges and the window bounds;
+  ``layout``: the windows' bytes placed as the local writer's files (``xkernel``: its loop).
+* ``streaming``: ``SparkLiveRunner`` for ``gbinlog run --engine spark``, fed by the ``dnbinlog``
+  streaming source (``datasource``, ``stream_source``, ``arrow_codec``).
+* ``session``: a SparkSession with small-machine defaults, ``--conf k=v``, a clear error when Java
+  is missing; ``daemon``: Spark's Python daemon with the task modules preloaded; ``errors``: typed
+  errors carried across the task boundary.
 
 Importing this package does not import pyspark; ``build`` imports the engine on first call.
 """

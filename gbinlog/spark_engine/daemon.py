@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 # what a batch build's tasks import (``batch._import_task_modules`` warms workers with the same)
-TASK_MODULES = ("dumper.global_binlog", "gbinlog.spark_engine.exchange", "gbinlog.spark_engine.layout",
-                "gbinlog.spark_engine.render", "gbinlog.spark_engine.reread",
-                "gbinlog.spark_engine.speculate", "merger", "schema_shaper")
+TASK_MODULES = ("dumper.window", "gbinlog.local_engine", "gbinlog.spark_engine.layout",
+                "gbinlog.spark_engine.windows", "gbinlog.spark_engine.speculate", "merger", "schema_shaper")
 
 
 def prefer_installed_pyspark(path: list[str]) -> list[str]:

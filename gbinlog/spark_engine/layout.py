@@ -55,21 +55,6 @@ class FilePlan:
 class Layout:
     files: list[FilePlan]
     last_mark: tuple[str, int] | None   # end of the last written transaction (file, offset)
-    # where the layout ends, as ``placed`` (``resume_layout``: a layout goes on from there)
-    end: dict = field(default_factory=dict, compare=False)
-
-
-def range_file_name(rng: int, attempt: str) -> str:
-    """A writer attempt's file of range ``rng`` in the build's temp directory. Each attempt names
-    its own (the driver takes the name from the row it collected): a duplicate attempt
-    (``spark.speculation``, a retry beside a lost executor that still runs) or one of an earlier job
-    (a range written again after a wrong guess) still writing never truncates or overwrites the
-    file the driver places."""
-    return f"range-{rng:05d}.{attempt}"
-
-
-def pack_u32(values: list[int]) -> bytes:
-    return array("I", values).tobytes()
 
 
 def unpack_u32(data: bytes) -> array:
@@ -156,23 +141,18 @@ def plan_files(ranges: list[tuple[int, array, array]], *, max_file_size: int, fd
                 cur = rotate(files, cur, stamps[end - 1], gno, file_name)
                 pos = cur.end = head()
                 seq = 0
-    end = {"files": [f.name for f in files], "position": pos, "gno": gno, "file_txns": seq,
-           "last_marker": list(last_mark) if last_mark else None} if files else {}
-    return Layout(files, last_mark, end)
+    return Layout(files, last_mark)
 
 
 COPY_SEGMENT = 64 << 20    # bytes of range file per copy task, at most about (whole transactions)
 
 
-def copy_segments(src: str, out_dir: str, segments: list[tuple], release: bool = False,
-                  released_written: bool = True) -> int:
+def copy_segments(src: str, out_dir: str, segments: list[tuple], release: bool = False) -> int:
     """Task: copy ``(rel_start, rel_end, file, start, first_gno, first_seq, sid)`` pieces of range
     file ``src`` into the (pre-sized) final files, relocated (and with GTID events put in when
     ``sid``). Returns the bytes copied. With ``release``, each piece's pages are given back once it
     is written (``release_pages``) and a piece found released (a retried task) was written, so it
-    is left; only where no two attempts of a copy can run at once (``copies_may_release``).
-    ``released_written=False``: a piece found released is an error (its bytes are gone and the
-    target is not where an earlier attempt wrote them: ``follow``)."""
+    is left; only where no two attempts of a copy can run at once (``copies_may_release``)."""
     import mmap
 
     from gbinlog.spark_engine.xkernel import place
@@ -183,8 +163,6 @@ def copy_segments(src: str, out_dir: str, segments: list[tuple], release: bool =
             if rel_end > len(mm):
                 raise ValueError(f"{src}: {len(mm)} bytes, a segment ends at {rel_end}")
             if release and rel_end > rel_start and mm[rel_start + 9:rel_start + 13] == b"\0\0\0\0":
-                if not released_written:
-                    raise ValueError(f"{src}: the piece at {rel_start} was released before it was placed here")
                 continue   # no event has size 0: released, after it was written
             view = memoryview(mm)[rel_start:rel_end]
             try:
@@ -263,49 +241,55 @@ def release_pages(fd: int, offset: int, length: int) -> bool:
         return False
 
 
-def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, server_id: int, server_version: str,
-                 max_file_size: int, gtids: bool = False):
-    """Range files → the local engine's ``binlog.NNNNNN`` (``layout``): the driver plans the files
-    and writes each FDE and ROTATE; a range already in place is renamed, the others are copied to
-    their offsets by tasks (in parallel, ``COPY_SEGMENT`` bytes each); files the first range's
-    writer wrote (a row's ``direct``, in a directory of their own; with the second range's bytes
-    too when it followed that range, ``follow.py``: that row is ``absorbed``) are moved in, the last
-    one extended; then fsync,
-    ``binlog.index``. Fills ``result`` (a ``BuildResult``)."""
+def finish_files(spark, out: Path, tmp: Path, windows: list, result, *, settings):
+    """The windows' bytes → the local engine's ``binlog.NNNNNN``: the driver plans the files
+    (``plan_files``, going on after the first window's final files, which it moves in) and writes
+    each FDE and ROTATE; a range file already where it belongs (one file, no GTIDs) is renamed,
+    the others are copied to their offsets by tasks (in parallel, ``COPY_SEGMENT`` bytes each);
+    then fsync, ``binlog.index``. ``windows``: ``dumper.window.WindowSummary``s in order. Fills
+    ``result`` (a ``BuildResult``)."""
     from dumper.global_binlog import BASE, file_name, file_start, write_index
-    from dumper.gtid import GTID_EVENT_LEN, cluster_identity, gtid_uuid, sid_of
+    from dumper.gtid import cluster_identity, gtid_uuid, sid_of
 
     t0 = time.perf_counter()
-    fde_len = len(file_start(server_id=server_id, server_version=server_version))
-    direct = next((r for r in rows if r.get("direct")), None)
-    layout = plan_files([(r["rng"], unpack_u32(r["sizes"]), unpack_u32(r["stamps"])) for r in rows
-                         if r is not direct and not r.get("absorbed")],
-                        max_file_size=max_file_size, fde_len=fde_len, file_name=file_name, gtids=gtids,
-                        placed=direct["direct"] if direct else None, segment_size=COPY_SEGMENT)
-    first = next((r["first_written_vtso"] for r in rows if r["written"]), None)
-    sid = sid_of(gtid_uuid(cluster_identity(first))) if gtids and first else None
-    result.range_seconds = [r["seconds"] for r in rows]
-    size_of = {r["rng"]: r["size"] for r in rows}
-    file_of = {r["rng"]: tmp / r["file"] for r in rows if r.get("file")}
+    server_id, gtids = settings.server_id, settings.gtids
+    fde_len = len(file_start(server_id=server_id, server_version=settings.server_version))
+    first = windows[0] if windows and windows[0].final else None
+    layout = plan_files([(w.index, unpack_u32(w.sizes), unpack_u32(w.stamps)) for w in windows if w is not first],
+                        max_file_size=settings.max_file_size, fde_len=fde_len, file_name=file_name, gtids=gtids,
+                        placed=first.final if first else None, segment_size=COPY_SEGMENT)
+    written = next((w.first_written_vtso for w in windows if w.written), None)
+    sid = sid_of(gtid_uuid(cluster_identity(written))) if gtids and written else None
+    if gtids and first is not None and first.final.get("sid"):   # a resumed output's own GTIDs
+        sid = bytes.fromhex(first.final["sid"])
+    result.range_seconds = [w.seconds for w in windows]
+    file_of = {w.index: Path(w.range_file) for w in windows if w.range_file}
     release = copies_may_release(spark.sparkContext.getConf())
+    # every file is made in the build's temporary directory (the first window's files in its own)
+    # and moved into ``out`` once whole, in order: a build killed meanwhile leaves only whole
+    # files there; a resumed output's last file is extended in place (its recovery cuts a torn end)
+    staging = tmp / "placed"
+    staging.mkdir(exist_ok=True)
+    home = {f.name: Path(first.final["dir"]) if f.in_place else staging for f in layout.files}
     jobs: list[tuple] = []
     for f in layout.files:
-        path = out / f.name
+        path = home[f.name] / f.name
         segs = f.segments
         result.files.append(f.name)
-        if f.in_place:   # the first range's writer wrote its head (and its ROTATE, if it ended it)
-            os.replace(Path(direct["direct"]["dir"], f.name), path)
+        if f.in_place:
+            pass          # the first window wrote its head (and its ROTATE, if it ended it)
         elif sid is None and len(segs) == 1 and segs[0].start == segs[0].rel_start == fde_len \
-                and segs[0].rel_end == size_of[segs[0].rng]:
+                and segs[0].rel_end == file_of[segs[0].rng].stat().st_size:
             os.replace(file_of[segs[0].rng], path)   # already where it belongs
             segs = []
         else:
-            write_file_head(path, f, server_id=server_id, server_version=server_version, sid=sid, gtids=gtids)
-        jobs += [(str(file_of[sg.rng]), str(out),
+            write_file_head(path, f, server_id=server_id, server_version=settings.server_version, sid=sid,
+                            gtids=gtids)
+        jobs += [(str(file_of[sg.rng]), str(home[f.name]),
                   [(sg.rel_start, sg.rel_end, sg.file, sg.start, sg.first_gno, sg.first_seq, sid)], release)
                  for sg in segs]
         if f.in_place and (segs or f.rotate_ts is not None):
-            os.truncate(path, f.end)     # room for the later ranges' bytes after the first range's
+            os.truncate(path, f.end)     # room for the later windows' bytes after the first window's
         if f.rotate_ts is not None:
             write_rotate(path, f, server_id=server_id)
     t1 = time.perf_counter()
@@ -316,20 +300,22 @@ def finish_files(spark, out: Path, tmp: Path, rows: list[dict], result, *, serve
             reraise(exc)
     t2 = time.perf_counter()
     for name in result.files:
-        fd = os.open(out / name, os.O_RDONLY)
+        fd = os.open(home[name] / name, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+        if home[name] != out:
+            os.replace(home[name] / name, out / name)
     write_index(out, result.files, BASE)
     result.timings.update({"files: layout": t1 - t0, "files: copies": t2 - t1, "files: fsync": time.perf_counter() - t2})
-    result.txns = sum(r["txns"] for r in rows)
-    result.written = sum(r["written"] for r in rows)
-    result.events = sum(r["events"] for r in rows) + (result.written if gtids else 0)
-    result.bytes = sum(sum(unpack_u32(r["sizes"])) for r in rows) + (result.written * GTID_EVENT_LEN if gtids else 0)
-    result.last_vtso = next((r["last_vtso"] for r in reversed(rows) if r["last_vtso"]), None)
+    result.txns = sum(w.txns for w in windows)
+    result.written = sum(w.written for w in windows)
+    result.events = sum(w.events for w in windows)
+    result.bytes = sum(w.bytes for w in windows)
+    result.last_vtso = next((w.last_vtso for w in reversed(windows) if w.last_vtso), None)
     result.last_mark = layout.last_mark
-    result.range_sizes = [r["sizes"] for r in rows]
+    result.range_sizes = [w.sizes for w in windows]
     return result
 
 

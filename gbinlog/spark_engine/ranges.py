@@ -180,6 +180,16 @@ def _bytes_below(points: list[tuple[int, int]], tso: int) -> float:
     return b0 + (b1 - b0) * (tso - t0) / (t1 - t0)
 
 
+def samples_above(points: list[tuple[int, int]], tso: int) -> list[tuple[int, int]]:
+    """A DN's ``tso_samples`` from ``tso`` on (a resumed build cuts only what is left above its
+    last transaction done), bytes counted from there."""
+    if not points or tso >= points[-1][0]:
+        return []
+    base = _bytes_below(points, tso)
+    head = [(tso, 0)] if tso > points[0][0] else []
+    return head + [(t, b - base) for t, b in points if t > tso or (not head and t == points[0][0])]
+
+
 def range_bounds(samples: list[list[tuple[int, int]]], n: int, first_share: float = 1.0) -> list[str]:
     """``n - 1`` vtso boundaries splitting all DNs' bytes into ``n`` ranges of about equal size
     (by the interpolated TSO → bytes curves), the first one ``first_share`` of the others' size.

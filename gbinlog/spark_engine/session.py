@@ -290,21 +290,11 @@ class ContextSession:
     """What a batch build needs of a session, on a bare SparkContext: ``sparkContext``,
     ``conf.get``, ``stop``. The build only schedules Python tasks (RDDs), so it skips the SQL
     session's start (its JVM side, pandas and pyarrow in the driver: about 3 s of CPU of a whole
-    ``build --engine spark``, bench/spark.py); ``session`` makes one on the context when a caller
-    needs DataFrames (``spark.gbinlog.exchange=shuffle``)."""
+    ``build --engine spark``, bench/spark.py)."""
 
     def __init__(self, sc) -> None:
         self.sparkContext = sc
         self.conf = _ContextConf(sc)
-        self._session = None
-
-    @property
-    def session(self):
-        if self._session is None:
-            from pyspark.sql import SparkSession
-
-            self._session = SparkSession(self.sparkContext)
-        return self._session
 
     def stop(self) -> None:
         """``SparkContext.stop``, except that the Python accumulator server is shut down in a

@@ -1,7 +1,7 @@
-"""The ``reread`` build without its scan job, when the input allows: every range writer starts at once.
+"""The batch build without its scan job, when the input allows: every window starts at once.
 
-``reread.scan_part`` extracts all input below the last range boundary only to learn, per DN and
-boundary, the restart point a range's writer re-reads the DN from, plus the schema history and
+``windows.scan_part`` extracts all input below the last window bound only to learn, per DN and
+bound, the restart point a window re-reads the DN from, plus the schema history and
 the ``StorageInstChange`` instructions below it. On 2 cores that scan costs about a fifth of the
 build (bench/spark.py). Here each writer of a range ``r ≥ 1`` *guesses* those instead, and the
 guess is checked against what the writers report, exactly:
@@ -10,9 +10,9 @@ guess is checked against what the writers report, exactly:
   below the boundary, leniently (a commit whose prepare lies in an earlier file is skipped, the
   vtso state starts empty), to the boundary; the guess is the newest restart point a transaction
   below it carries, as the scan picks it (``newest_point_below``). It is right when the reading
-  had caught up with the whole DN's by then, which the check decides: range ``r - 1``'s writer
-  reports the scan's own answer for its upper boundary from the transactions it reads
-  (``watch``), and every range's guess must equal it, DN by DN.
+  had caught up with the whole DN's by then, which the check decides: window ``r - 1`` reports
+  the scan's own answer for its upper bound (its restart points where each DN was cut,
+  ``dumper.window.WindowDn``), and every window's guess must equal it, DN by DN.
 * the schema history (``head_history``): the history transactions of each DN's head (a DN's
   CREATE TABLEs and first marks come before its first rows), read by the driver; it must equal
   what the writers below the last boundary report they met.
@@ -33,10 +33,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gbinlog.spark_engine.exchange import HISTORY_KINDS, history_entry
-from gbinlog.spark_engine.plan import ReadPlan
+from dumper.window import HISTORY_KINDS
+from extractor.txn_codec import encode_txn
+from gbinlog.spark_engine.plan import ReadPlan, dn_txns
 
-DONE = "done"   # as reread.DONE: a DN whose transactions all lie below a boundary
+DONE = "done"   # as windows.DONE: a DN whose transactions all lie below a boundary
 HEAD_QUIET_TXNS = 1000   # the head ends after this many transactions without history
 HEAD_MAX_TXNS = 20_000   # ... or after this many (dense DDLs: the writers' redo finds the rest)
 _VTSO = 7                # in ``txn_fields``
@@ -131,7 +132,6 @@ def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
     from extractor.source import list_binlog_files
     from extractor.vtso import VtsoState, vtso_tso
     from gbinlog.spark_engine.ranges import RangeSource
-    from gbinlog.spark_engine.reread import _extract_from
 
     dn = plan.dns[dn_idx]
     directory = Path(dn.dir)
@@ -155,61 +155,22 @@ def lead_in_start(plan: ReadPlan, dn_idx: int, bound: str):
                 txns.close()
             if point is not None:
                 return point
-    txns = _extract_from(plan, dn_idx, None)
+    txns = dn_txns(plan.dns[dn_idx], None, None, None)
     try:
         return newest_point_below(txns, bound, None)
     finally:
         txns.close()
 
 
-def watch(txns: Iterator, lo: str | None, hi: str | None, start, dn_idx: int, reach: list,
-          history: list, changes: list, ends=None) -> Iterator:
-    """``txns`` (a DN read from ``start``) in ``[lo, hi)``; meanwhile ``reach[dn_idx]`` gets the
-    scan's start point for ``hi`` (``newest_point_below``), ``history`` the encoded history
-    transactions and ``changes`` the storage changes among those yielded. ``ends`` (a
-    ``merger.EndsPassing``) is told the DN passed ``hi`` when a transaction at or above it ends
-    the stream (the emission rule)."""
-    from extractor.model import TxnKind
-    from merger.membership import storage_change
-
-    point = None if start in (None, DONE) else start
-    instruction = TxnKind.INSTRUCTION
-    reach[dn_idx] = DONE
-    try:
-        for t in txns:
-            v = t.vtso
-            if hi is not None and v >= hi:
-                reach[dn_idx] = point
-                if ends is not None:
-                    ends.passed = hi
-                return
-            if t.restart is not None:
-                point = list(t.restart)
-            if lo is not None and v < lo:
-                continue
-            kind = t.kind
-            if kind in HISTORY_KINDS:
-                history.append(history_entry(t))
-            elif kind is instruction and (storage := storage_change(t)) is not None:
-                changes.append([v, storage])
-            yield t
-    finally:
-        close = getattr(txns, "close", None)
-        if close is not None:
-            close()
-
-
 def head_history(plan: ReadPlan, quiet: int | None = None) -> list[tuple]:
     """Driver: the encoded history transactions of every DN's head, below the last boundary (in
     DN order, as the scan lists them); the head ends after ``quiet`` (``HEAD_QUIET_TXNS``)
     transactions without history, or ``HEAD_MAX_TXNS`` in all."""
-    from gbinlog.spark_engine.reread import _extract_from
-
     stop = plan.bounds[-1]
     quiet = HEAD_QUIET_TXNS if quiet is None else quiet
     entries: list[tuple] = []
     for i in range(len(plan.dns)):
-        txns = _extract_from(plan, i, None)
+        txns = dn_txns(plan.dns[i], None, None, None)
         since = read = 0
         try:
             for t in txns:
@@ -217,7 +178,7 @@ def head_history(plan: ReadPlan, quiet: int | None = None) -> list[tuple]:
                     break
                 read += 1
                 if t.kind in HISTORY_KINDS:
-                    entries.append(history_entry(t))
+                    entries.append(encode_txn(t))
                     since = 0
                 else:
                     since += 1
@@ -241,7 +202,7 @@ def start_misses(rows: list[dict]) -> str | None:
         for i, (guess, truth) in enumerate(zip(upper["starts"], lower["reach"], strict=True)):
             if guess != truth:
                 return f"range {upper['rng']}, DN #{i}: start point {guess} is not the scan's {truth}"
-    if any(r["changes"] for r in rows[:-1]):
+    if any(r["summary"].changes for r in rows[:-1]):
         return "a storage change below the last boundary"
     return None
 
