@@ -7,8 +7,11 @@ puts file boundaries inside ranges — the same index, ``state.json`` and meta s
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,6 +94,17 @@ def test_several_ranges_and_small_files_are_byte_identical(spark, tmp_path, name
     # a local resume of the spark output has nothing left to do
     again = local_build(dn_dirs(fixture), tmp_path / "out", settings=Settings(max_file_size=40 << 10))
     assert again.txns == 0 and again.resumed
+
+
+@pytest.mark.parametrize("windows", [2, 4])
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
+def test_every_fixture_in_several_windows_is_byte_identical(spark, tmp_path, fixture, windows):  # noqa: F811
+    local = local_build(dn_dirs(fixture), tmp_path / "local", settings=Settings(max_file_size=48 << 10))
+    result = spark_build(dn_dirs(fixture), tmp_path / "out", spark=spark, ranges=windows, max_file_size=48 << 10)
+    assert result.ranges == windows and result.files == local.files
+    same_files(tmp_path / "out", tmp_path / "local")
+    assert state_of(tmp_path / "out") == state_of(tmp_path / "local")
+    assert meta_rows(tmp_path / "out") == meta_rows(tmp_path / "local")
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
@@ -283,3 +297,46 @@ def test_a_physical_ddl_of_a_dn_after_it_left_is_not_in_the_history(spark, tmp_p
         same_files(out, tmp_path / "local")
         assert state_of(out) == state_of(tmp_path / "local")
     assert local.txns == result.txns
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gbinlog.cli", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, **(env or {})}, timeout=300)
+
+
+def test_a_build_killed_is_finished_by_the_other_engine(tmp_path):
+    """``gbinlog build`` killed by SIGKILL mid-write (a torn transaction at its end), finished by
+    ``build --engine spark`` in 3 windows; ``build --engine spark`` killed by SIGKILL (driver, JVM
+    and workers) while its windows run, finished by ``gbinlog build``: both the uninterrupted
+    build's files, index and state.json."""
+    import signal
+    import time
+
+    fixture = next(f for f in FIXTURES if f.name == "bank-4dn")
+    dns = [f"--dn={d}" for d in dn_dirs(fixture)]
+    common = ["--max-file-size=32KB", "--no-progress"]
+    spark_args = ["--engine=spark", "--master=local[2]", "--conf=spark.gbinlog.ranges=3"]
+    assert _cli("build", *dns, f"--out={tmp_path / 'whole'}", *common).returncode == 0
+    killed = _cli("build", *dns, f"--out={tmp_path / 'a'}", *common, env={"GBINLOG_CRASH_AT": "torn:40"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert len(list((tmp_path / "a").glob("binlog.0*"))) >= 2
+    r = _cli("build", *dns, f"--out={tmp_path / 'a'}", *common, *spark_args)
+    assert r.returncode == 0, r.stderr
+    same_files(tmp_path / "a", tmp_path / "whole")
+    assert state_of(tmp_path / "a") == state_of(tmp_path / "whole")
+    # the other way round: kill the Spark build once its windows are at work
+    proc = subprocess.Popen([sys.executable, "-m", "gbinlog.cli", "build", *dns, f"--out={tmp_path / 'b'}", *common,
+                             *spark_args], cwd=Path(__file__).resolve().parents[1], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "b").glob(".spark-ranges/window-*/*")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (tmp_path / "b" / "state.json").exists()
+    r = _cli("build", *dns, f"--out={tmp_path / 'b'}", *common)
+    assert r.returncode == 0, r.stderr
+    same_files(tmp_path / "b", tmp_path / "whole")
+    assert state_of(tmp_path / "b") == state_of(tmp_path / "whole")

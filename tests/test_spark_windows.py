@@ -358,6 +358,13 @@ def test_a_stopped_local_build_finished_by_spark_is_one_build(tmp_path, name):
         assert result.ranges == n
         same_output(out, tmp_path / "whole")
         assert before < json.loads((out / "state.json").read_text())["last_vtso"]
+        # killed before its first checkpoint (files, no state.json): the first window re-reads the
+        # DNs from their starts and checks the files' last transaction, the others begin above it
+        out = tmp_path / f"unsaved{n}"
+        _stopped_local(fixture, out, settings, 150)
+        (out / "state.json").unlink()
+        spark_build(dn_dirs(fixture), out, spark=InProcessSpark(), ranges=n, settings=settings)
+        same_output(out, tmp_path / "whole")
     # an output already whole: nothing to do, nothing changed
     again = spark_build(dn_dirs(fixture), tmp_path / "whole", spark=InProcessSpark(), ranges=2, settings=settings)
     assert again.written == 0

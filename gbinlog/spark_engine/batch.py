@@ -71,15 +71,16 @@ def dn_specs(dn_dirs: Sequence[str | os.PathLike]) -> list[DnSpec]:
 
 
 def plan_build(dns: list[DnSpec], ranges: int, splits: dict[str, list] | None = None,
-               samples: list | None = None, first_share: float = 1.0, resumed: State | None = None) -> ReadPlan:
+               samples: list | None = None, first_share: float = 1.0, resumed: State | None = None,
+               done: str | None = None) -> ReadPlan:
     """The read plan: input partitions (per DN, cut at the given restart points) and ``ranges``
     windows balanced by bytes over the TSO line (``samples``: the DNs' ``tso_samples``, read here
-    when not given). ``resumed``: the output's state; the partitions begin at its restart points
-    and the windows share what lies above its last vtso."""
+    when not given). ``resumed``: the output's state (``recovered_state``): the partitions begin
+    at its restart points; the windows share what lies above ``done``."""
     from extractor.vtso import vtso_tso
     from gbinlog.spark_engine.ranges import range_bounds, samples_above, tso_samples
 
-    floor = resumed.last_vtso if resumed is not None else None
+    floor = done
     parts: list[PartSpec] = []
     for i, d in enumerate(dns):
         points = sorted((splits or {}).get(d.dn, []), key=lambda p: (p.file, p.offset))
@@ -113,11 +114,12 @@ def executor_cores(sc) -> int:
     return (os.cpu_count() or 1) if n == "*" else int(n or 1)
 
 
-def recovered_state(out: Path, dns: list[DnSpec], settings: Settings, cluster_stopped: bool) -> State | None:
+def recovered_state(out: Path, dns: list[DnSpec], settings: Settings,
+                    cluster_stopped: bool) -> tuple[State, str | None] | None:
     """An output directory that already holds a global binlog, recovered as the local engine
     recovers it (``Pipeline.recover``: the DNs and settings checked, a torn end cut): its
     ``state.json`` (an empty ``State`` when it has none yet: the first window then re-reads from
-    the DNs' starts); None for a new output."""
+    the DNs' starts) and the last vtso done (the files' or the state's); None for a new output."""
     from dumper.pipeline import Pipeline
     from dumper.recovery import list_files
     from dumper.state import State, load_state
@@ -128,12 +130,13 @@ def recovered_state(out: Path, dns: list[DnSpec], settings: Settings, cluster_st
     pipeline = Pipeline([DirDn(d.dir, d.dn, complete=cluster_stopped) for d in dns], out, settings)
     try:
         pipeline.recover()
+        pipeline.restart_points()
     finally:
         if pipeline.binlog is not None:
             pipeline.binlog.close()
     for d in dns:    # the output's storage sequences (a resume keeps them)
         d.storage_seq = pipeline.seqs[d.dn]
-    return pipeline.state or State()
+    return pipeline.state or State(), pipeline.skip
 
 
 def _check_inputs(dns: Sequence[DnSpec]) -> dict[str, int | None]:
@@ -313,7 +316,7 @@ def _build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, 
     settings = settings or Settings(**{k: v for k, v in fields.items() if v is not None})
     out = Path(out_dir)
     dns = dn_specs(dn_dirs)
-    resumed = recovered_state(out, dns, settings, cluster_stopped)
+    resumed, done = recovered_state(out, dns, settings, cluster_stopped) or (None, None)
     spark, own, (server_ids, samples) = _session_and_inputs(spark, master, conf, dns,
                                                             check_cluster and resumed is None)
     try:
@@ -323,7 +326,7 @@ def _build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, 
 
             raise BuildError(f"spark.gbinlog.guess={guess}: expected true or false")
         ranges = _ranges(spark, conf, ranges) or executor_cores(spark.sparkContext)
-        plan = plan_build(dns, ranges, splits, samples, FIRST_RANGE_SHARE, resumed)
+        plan = plan_build(dns, ranges, splits, samples, FIRST_RANGE_SHARE, resumed, done)
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / TMP_DIR
         shutil.rmtree(tmp, ignore_errors=True)
