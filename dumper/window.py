@@ -200,8 +200,7 @@ class WindowPipeline(Pipeline):
                     if p is not None and p != self.start.restart.get(dn)},
             last_of={w.dn_id: w.last for w in self.windows if w.last is not None},
             broadcasts=self.broadcasts, left=dict(self.membership.left),
-            held=None if held is None else [held.dn, held.passed, list(held.at) if held.at else None,
-                                            held.first_held, held.txns],
+            held=_held_fields(held),
             range_file=str(self.out / binlog.files[0]) if binlog.files and not self.final else None,
             final=final, history=[t for w in self.windows for t in w.history],
             changes=[c for w in self.windows for c in w.changes],
@@ -232,10 +231,15 @@ def resume_window(dns: Sequence[DnInput], out_dir: str | os.PathLike, settings: 
         last_vtso=pipeline.last_consumed if result.txns else None,
         last_written_vtso=binlog.last_written_vtso if result.written else None,
         last_of={w.dn_id: w.last for w in windows if w.last is not None}, left=dict(pipeline.membership.left),
-        held=None if held is None else [held.dn, held.passed, list(held.at) if held.at else None,
-                                        held.first_held, held.txns],
+        held=_held_fields(held),
         final=written_files(binlog), cut_at={w.dn_id: _listed(w.point) for w in windows if w.cut},
         dn_events=result.dn_events, seconds=result.seconds)
+
+
+def _held_fields(held) -> list | None:
+    """A ``merger.Held`` as plain fields (a summary crosses process boundaries)."""
+    return None if held is None else [held.dn, held.passed, list(held.at) if held.at else None, held.first_held,
+                                      held.txns]
 
 
 def _listed(point: RestartPoint | None) -> list | None:

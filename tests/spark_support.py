@@ -51,6 +51,18 @@ def spark():
     session.stop()
 
 
+def meta_rows(directory: Path) -> dict[str, list]:
+    """The meta store's history rows of an output directory."""
+    import sqlite3
+
+    con = sqlite3.connect(directory / "meta.db")
+    try:
+        return {t: con.execute(f"select * from {t} order by id").fetchall()
+                for t in ("binlog_logic_meta_history", "binlog_phy_ddl_history")}
+    finally:
+        con.close()
+
+
 def event_fp(ev) -> tuple:
     return (ev.pos, bytes(ev.raw), ev.ctx.checksum, ev.ctx.server_version, bytes(ev.ctx.post_header_len),
             ev.ctx.binlog_version)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -24,18 +23,9 @@ from gbinlog.local_engine import BuildError, Settings
 from gbinlog.local_engine import build as local_build
 from gbinlog.spark_engine.batch import build as spark_build
 from gbinlog.spark_engine.layout import unpack_u32
-from tests.spark_support import FIXTURES, dn_dirs, spark  # noqa: F401  (the session fixture)
+from tests.spark_support import FIXTURES, dn_dirs, meta_rows, spark  # noqa: F401  (the session fixture)
 
 pytestmark = pytest.mark.slow
-
-
-def meta_rows(directory: Path) -> dict[str, list]:
-    con = sqlite3.connect(directory / "meta.db")
-    try:
-        return {t: con.execute(f"select * from {t} order by id").fetchall()
-                for t in ("binlog_logic_meta_history", "binlog_phy_ddl_history")}
-    finally:
-        con.close()
 
 
 def state_of(directory: Path) -> dict:
