@@ -144,7 +144,7 @@ def child_cluster(root: Path, out: Path, ranges: int, before: Path | None) -> di
             dest = out.with_name(f"{out.name}-{cores}{'' if code == ROOT else '-before'}")
             r = whole_command(["build", "--engine", "spark", "--master", cluster.url,
                                "--conf", "spark.executor.cores=1", "--conf", f"spark.cores.max={cores}",
-                               "--conf", "spark.executor.memory=768m",
+                               "--conf", "spark.executor.memory=768m", "--conf", f"spark.executorEnv.PYTHONPATH={code}",
                                "--conf", f"spark.scheduler.minRegisteredResourcesRatio={1.0 if cores == 2 else 0.5}",
                                # 0 = the engine's default (as many ranges as the cluster's cores: 2 here,
                                # Spark's minimum default parallelism, on 1 core too)
