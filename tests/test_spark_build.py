@@ -97,6 +97,21 @@ def test_every_fixture_in_several_windows_is_byte_identical(spark, tmp_path, fix
     assert meta_rows(tmp_path / "out") == meta_rows(tmp_path / "local")
 
 
+def test_filters_and_ddl_comments_on_a_real_session(spark, tmp_path):  # noqa: F811
+    """``--exclude`` and DDL comments off through the window tasks of a real ``local[2]`` session:
+    the local engine's files, state.json (the settings recorded) and meta store."""
+    for name, settings in (("bank-4dn", Settings(max_file_size=48 << 10, filter={"include": [], "exclude": ["bank.audit*"]})),
+                           ("ddl-3dn", Settings(max_file_size=48 << 10, ddl_comments=False))):
+        fixture = next(f for f in FIXTURES if f.name == name)
+        local = local_build(dn_dirs(fixture), tmp_path / f"local-{name}", settings=settings)
+        result = spark_build(dn_dirs(fixture), tmp_path / f"spark-{name}", spark=spark, ranges=3, settings=settings)
+        assert result.files == local.files
+        same_files(tmp_path / f"spark-{name}", tmp_path / f"local-{name}")
+        assert state_of(tmp_path / f"spark-{name}") == state_of(tmp_path / f"local-{name}")
+        assert state_of(tmp_path / f"spark-{name}")["settings"] == settings.output_settings()
+        assert meta_rows(tmp_path / f"spark-{name}") == meta_rows(tmp_path / f"local-{name}")
+
+
 @pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
 def test_a_range_count_that_is_not_a_whole_number_is_refused(spark, tmp_path, value):  # noqa: F811
     """``spark.gbinlog.ranges`` below 1 or not a number: a BuildError naming it, nothing written

@@ -15,7 +15,7 @@ import pytest
 
 from gbinlog.local_engine import Settings
 from gbinlog.local_engine import build as local_build
-from tests.spark_support import FIXTURES, StandaloneCluster, dn_dirs, fast_java_options
+from tests.spark_support import FIXTURES, StandaloneCluster, dn_dirs, fast_java_options, meta_rows
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +56,7 @@ def test_standalone_master_and_two_workers(tmp_path):
             out = tmp_path / "every" / f"{fx.name}-{n}"
             assert same_files(out, tmp_path / "local" / fx.name), out
             assert state_of(out) == state_of(tmp_path / "local" / fx.name), out
+            assert meta_rows(out) == meta_rows(tmp_path / "local" / fx.name), out
 
 
 # every fixture in 1, 2 and 4 windows through one application on the standalone master

@@ -89,7 +89,7 @@ def test_windows_take_every_output_setting(tmp_path, name, settings):
     same_output(tmp_path / "spark", tmp_path / "local")
     saved = json.loads((tmp_path / "spark" / "state.json").read_text())["settings"]
     assert saved == settings.output_settings()
-    plain = local_build(dn_dirs(fixture), tmp_path / "plain", settings=Settings(max_file_size=40 << 10))
+    local_build(dn_dirs(fixture), tmp_path / "plain", settings=Settings(max_file_size=40 << 10))
     first = "binlog.000001"                # the setting changed the bytes
     assert (tmp_path / "local" / first).read_bytes() != (tmp_path / "plain" / first).read_bytes()
 
