@@ -297,7 +297,8 @@ def _build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, 
            splits: dict[str, list] | None = None, check_cluster: bool = False, cluster_stopped: bool = False,
            **fields: object) -> BuildResult:
     """``gbinlog build --engine spark``: the global binlog of ``dn_dirs`` in ``out_dir`` (a new
-    directory), the same files, index, state.json and meta store the local engine writes.
+    directory, or an output of either engine to resume), the same files, index, state.json and
+    meta store the local engine writes.
 
     ``settings``: the pipeline's (``dumper.pipeline.Settings``: filters, GTIDs, DDL comments …);
     or its fields given one by one (``server_id=``, ``max_file_size=`` …). ``spark``: an existing
