@@ -276,11 +276,17 @@ class Pipeline:
         self.restart: dict[str, RestartPoint | None] = {d.dn_id: None for d in self.dns}
         if state is not None:
             self.restart.update(state.restart)
-        self.skip = max(filter(None, [binlog.last_vtso, state.last_vtso if state else None]), default=None)
+        self.skip = self.last_done()
         self.prior = state.last_vtso if state else None
         self.members = set(state.heartbeat_dns) if state else set()
         self.cluster_id = state.cluster_id if state else None
         self.base = _resumed_counts(self.out, binlog, state)
+
+    def last_done(self) -> str | None:
+        """The last vtso done: the newest the recovered files hold or ``state.json`` says (what a
+        resume regenerates and drops)."""
+        state = self.state
+        return max(filter(None, [self.binlog.last_vtso, state.last_vtso if state else None]), default=None)
 
     # -- 3. extract per DN ---------------------------------------------------------------------------
     def _open(self, d: DnInput) -> Iterable[DnTxn]:

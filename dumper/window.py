@@ -1,6 +1,6 @@
 """One vtso window of a batch build: the pipeline over the transactions in ``(lo, hi]``.
 
-A batch build cut into windows (``gbinlog build --engine spark``, docs/architecture.md §5) runs
+A batch build cut into windows (``gbinlog build --engine spark``, docs/architecture.md §8) runs
 ``run_window`` once per window, anywhere, in any order. A window starts where a resume starts
 (``Pipeline(start=State)``): each DN is re-read from a restart point at or below ``lo``
 (``extractor.model.RestartPoint``), what is at or below ``lo`` is regenerated and skipped, and the

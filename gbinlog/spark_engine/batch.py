@@ -130,13 +130,12 @@ def recovered_state(out: Path, dns: list[DnSpec], settings: Settings,
     pipeline = Pipeline([DirDn(d.dir, d.dn, complete=cluster_stopped) for d in dns], out, settings)
     try:
         pipeline.recover()
-        pipeline.restart_points()
     finally:
         if pipeline.binlog is not None:
             pipeline.binlog.close()
     for d in dns:    # the output's storage sequences (a resume keeps them)
         d.storage_seq = pipeline.seqs[d.dn]
-    return pipeline.state or State(), pipeline.skip
+    return pipeline.state or State(), pipeline.last_done()
 
 
 def _check_inputs(dns: Sequence[DnSpec]) -> dict[str, int | None]:
@@ -360,7 +359,7 @@ def _build(dn_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, 
             spark.stop()
     t1 = time.perf_counter()
     write_meta_and_state(out, windows, dns, server_ids, history, result, left=job.left, settings=settings,
-                         stored=(plan.bounds[0] if plan.bounds else "9" * 54) if resumed is not None else None)
+                         resumed=resumed is not None, stored_upto=plan.bounds[0] if plan.bounds else None)
     timings["finish"] = time.perf_counter() - t1
     result.timings = {**timings, **result.timings}
     result.ranges = len(windows)
@@ -418,23 +417,23 @@ def check_members(windows: list[WindowSummary]) -> None:
 
 def write_meta_and_state(out: Path, windows: list[WindowSummary], dns: Sequence[DnSpec], server_ids: dict,
                          history: list, result: BuildResult, *, left: dict[str, str], settings: Settings,
-                         stored: str | None = None) -> None:
+                         resumed: bool = False, stored_upto: str | None = None) -> None:
     """The meta store (the history entries the shaper applied, as the local engine stores them) and
-    ``state.json`` (what a later resume or ``gbinlog run`` continues from). ``stored``: a resumed
-    output's first window stored the entries up to this vtso itself, and saved the state the
-    others go on from."""
+    ``state.json`` (what a later resume or ``gbinlog run`` continues from). ``resumed``: the
+    output's first window (its own resume) stored the entries up to ``stored_upto`` (None: all)
+    itself, and saved the state the others go on from."""
     from dumper.state import BinlogMark, load_state, meta_store_location, save_state, state_of_windows
     from schema_shaper import MetaStore, ShapeError, Shaper
 
-    base = load_state(out) if stored is not None else None
+    base = load_state(out) if resumed else None
     meta_store = base.meta_store if base is not None else settings.meta_store
+    if resumed:
+        history = [e for e in history if stored_upto is not None and e.vtso > stored_upto]
     store = MetaStore.open(meta_store_location(out, meta_store))
     try:
-        shaper = Shaper(store=store, on_error=settings.on_error) if stored is None else \
-            Shaper.as_of(store, stored, on_error=settings.on_error)
+        shaper = Shaper.as_of(store, stored_upto, on_error=settings.on_error) if resumed and history else \
+            Shaper(store=store, on_error=settings.on_error)
         for entry in history:
-            if stored is not None and entry.vtso <= stored:
-                continue
             try:
                 shaper.apply(entry)
             except ShapeError:
